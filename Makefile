@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` and `make test`.
+PY311 ?= python3
+PY312 ?= $(shell command -v pyenv >/dev/null 2>&1 && echo "$$(pyenv root)/versions/3.12.1/bin/python3")
+STEPS ?= 200
+
+.PHONY: demo test test-311 test-312 setup lint
+
+setup:
+	scripts/setup.sh $(PY311) .venv
+
+demo: setup
+	.venv/bin/python -m etp_viz demo --steps $(STEPS) --out demo.html
+
+# Whole suite on the default interpreter, then on the newest stack when pyenv's 3.12 exists.
+test: test-311 test-312
+
+test-311:
+	scripts/setup.sh $(PY311) .venv
+	scripts/run_tests.sh .venv
+
+test-312:
+	@if [ -n "$(PY312)" ] && [ -x "$(PY312)" ]; then \
+	  scripts/setup.sh $(PY312) .venv312 && scripts/run_tests.sh .venv312; \
+	else echo "test-312: no Python 3.12 found (pyenv); newest-stack leg skipped"; fi
+
+lint: setup
+	.venv/bin/ruff check etp_viz tests bench
+	.venv/bin/ruff format --check etp_viz tests bench

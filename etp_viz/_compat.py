@@ -1,0 +1,68 @@
+"""Every JAX / brainstate / saiunit version quirk lives here, and only here.
+
+Supported stacks: jax 0.10.x with brainstate 0.5.x (Python 3.11) and jax 0.12.x with
+brainstate 0.6.x (Python 3.12). Other modules import jaxpr types and version-dependent helpers
+from this module instead of reaching into ``jax._src`` or branching on versions themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brainstate
+import jax
+from jax.extend.core import (  # noqa: F401  (re-exported)
+    ClosedJaxpr,
+    DropVar,
+    Jaxpr,
+    JaxprEqn,
+    Literal,
+    Primitive,
+    Var,
+    jaxpr_as_fun,
+    new_jaxpr_eqn,
+)
+from jax.interpreters import ad, batching, mlir  # noqa: F401  (re-exported)
+
+JAX_VERSION: tuple[int, ...] = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
+BRAINSTATE_VERSION: tuple[int, ...] = tuple(
+    int(p) for p in brainstate.__version__.split(".")[:3] if p.isdigit()
+)
+
+#: ``jax.core.ShapedArray`` is the abstract value of every array Var on both stacks.
+ShapedArray = jax.core.ShapedArray
+
+
+def get_stateful_function_class() -> type:
+    """Return brainstate's ``StatefulFunction`` (moved from ``compile`` to ``transform``)."""
+    transform = getattr(brainstate, "transform", None)
+    if transform is not None and hasattr(transform, "StatefulFunction"):
+        return transform.StatefulFunction
+    return brainstate.compile.StatefulFunction  # pragma: no cover - very old brainstate
+
+
+def split_closed_jaxpr(jaxpr_like: Any) -> tuple[Any, list[Any]]:
+    """Return ``(open_jaxpr, consts)`` for a ClosedJaxpr or an open Jaxpr.
+
+    In jax 0.12 ``ClosedJaxpr`` is an alias of ``Jaxpr``, so the two cannot be told apart by
+    ``isinstance``; we look for the ``.jaxpr`` / ``.consts`` attributes instead.
+    """
+    inner = getattr(jaxpr_like, "jaxpr", None)
+    if inner is not None and inner is not jaxpr_like and hasattr(jaxpr_like, "consts"):
+        return inner, list(jaxpr_like.consts)
+    return jaxpr_like, []
+
+
+def close_jaxpr(jaxpr: Any, consts: list[Any] | tuple[Any, ...] = ()) -> Any:
+    """Build a closed jaxpr from an open one and its constants (both stacks)."""
+    return ClosedJaxpr(jaxpr, list(consts))
+
+
+def is_var(atom: Any) -> bool:
+    """True for a jaxpr ``Var`` (not a ``Literal``, not a ``DropVar``)."""
+    return isinstance(atom, Var) and not isinstance(atom, DropVar)
+
+
+def is_literal(atom: Any) -> bool:
+    """True for a jaxpr ``Literal``."""
+    return isinstance(atom, Literal)

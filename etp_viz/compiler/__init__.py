@@ -1,0 +1,1 @@
+"""etp_viz.compiler"""
