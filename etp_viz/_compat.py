@@ -66,3 +66,26 @@ def is_var(atom: Any) -> bool:
 def is_literal(atom: Any) -> bool:
     """True for a jaxpr ``Literal``."""
     return isinstance(atom, Literal)
+
+
+def eqn_user_frame(eqn: Any) -> tuple[str, int, str] | None:
+    """``(file_name, line, function_name)`` of the user code that emitted ``eqn``, or None.
+
+    ``source_info_util.user_frame`` takes the traceback (jax 0.10) or the SourceInfo itself
+    (some other versions); both are tried and any failure gives None.
+    """
+    from jax._src import source_info_util
+
+    source_info = getattr(eqn, "source_info", None)
+    if source_info is None:
+        return None
+    for candidate in (getattr(source_info, "traceback", None), source_info):
+        if candidate is None:
+            continue
+        try:
+            frame = source_info_util.user_frame(candidate)
+        except Exception:  # noqa: BLE001 - a version that wants the other argument
+            continue
+        if frame is not None:
+            return frame.file_name, int(frame.start_line), frame.function_name
+    return None
