@@ -89,3 +89,13 @@ def eqn_user_frame(eqn: Any) -> tuple[str, int, str] | None:
         if frame is not None:
             return frame.file_name, int(frame.start_line), frame.function_name
     return None
+
+
+def stateful_function_call(function: Any, state_values: list[Any], *args: Any) -> tuple[Any, Any]:
+    """Replay a traced ``StatefulFunction`` on explicit state values: ``(new_values, out)``.
+
+    Pure (no ``State`` is written), so raw JAX transformations apply. ``function`` must have
+    been traced on ``args`` (``make_jaxpr``) with ``return_only_write=False``.
+    """
+    new_values, out = function.jaxpr_call(list(state_values), *args)
+    return list(new_values), out
