@@ -1,1 +1,34 @@
-"""etp_viz.ops"""
+"""etp_viz.ops: ETP primitives (registry, built-in families and their rules, user ops)."""
+
+from ._registry import BATCHED_PRIMITIVES as BATCHED_PRIMITIVES
+from ._registry import ETP_PRIMITIVE_SPECS as ETP_PRIMITIVE_SPECS
+from ._registry import ETP_PRIMITIVES as ETP_PRIMITIVES
+from ._registry import ETP_RULES_ETRACE_TO_DW as ETP_RULES_ETRACE_TO_DW
+from ._registry import ETP_RULES_INIT_DRTRL as ETP_RULES_INIT_DRTRL
+from ._registry import ETP_RULES_INIT_PP as ETP_RULES_INIT_PP
+from ._registry import ETP_RULES_XY_TO_DW as ETP_RULES_XY_TO_DW
+from ._registry import ETP_RULES_XY_TO_ETRACE as ETP_RULES_XY_TO_ETRACE
+from ._registry import ETP_RULES_YW_TO_W as ETP_RULES_YW_TO_W
+from ._registry import ETP_TRAINABLE_INVARS_FNS as ETP_TRAINABLE_INVARS_FNS
+from ._registry import ETP_X_INVAR_INDICES as ETP_X_INVAR_INDICES
+from ._registry import ETP_Y_OUTVAR_INDICES as ETP_Y_OUTVAR_INDICES
+from ._registry import GRADIENT_ENABLED_PRIMITIVES as GRADIENT_ENABLED_PRIMITIVES
+from ._registry import ETPPrimitive as ETPPrimitive
+from ._registry import ETPPrimitiveSpec as ETPPrimitiveSpec
+from ._registry import get_etrace_to_dw as get_etrace_to_dw
+from ._registry import get_primitive_spec as get_primitive_spec
+from ._registry import get_trainable_invars as get_trainable_invars
+from ._registry import get_x_invar_index as get_x_invar_index
+from ._registry import get_xy_to_etrace as get_xy_to_etrace
+from ._registry import get_y_outvar_index as get_y_outvar_index
+from ._registry import is_batched_primitive as is_batched_primitive
+from ._registry import is_etp_enable_gradient_primitive as is_etp_enable_gradient_primitive
+from ._registry import is_etp_primitive as is_etp_primitive
+from ._registry import register_primitive as register_primitive
+from ._registry import register_primitive_spec as register_primitive_spec
+from ._units import UnitMismatchError as UnitMismatchError
+from .dense import etp_mm_p as etp_mm_p
+from .dense import etp_mv_p as etp_mv_p
+from .dense import matmul as matmul
+from .elemwise import element_wise as element_wise
+from .elemwise import etp_elemwise_p as etp_elemwise_p

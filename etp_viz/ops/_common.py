@@ -1,0 +1,57 @@
+"""Helpers shared by the built-in primitive families: avals, the counterpart batching rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._compat import Primitive
+from ._registry import fallback_batching
+
+
+def shape_dtype(var: Any) -> tuple[tuple[int, ...], Any]:
+    """``(shape, dtype)`` of a jaxpr Var (``.aval``), a ShapeDtypeStruct or an array."""
+    aval = getattr(var, "aval", var)
+    return tuple(aval.shape), aval.dtype
+
+
+def zeros_trace(shape: tuple[int, ...], num_hidden_state: int, dtype: Any) -> jax.Array:
+    """A zero trace with a trailing state axis ``S``."""
+    return jnp.zeros((*shape, num_hidden_state), dtype=dtype)
+
+
+def init_pp_output_shaped(x_var, y_var, weight_vars, num_hidden_state: int) -> jax.Array:
+    """ES-D-RTRL df trace for every family: ``(*y.shape, S)``."""
+    shape, dtype = shape_dtype(y_var)
+    return zeros_trace(shape, num_hidden_state, dtype)
+
+
+def vjp_weights(fwd: Callable[[dict], jax.Array], weights: dict, cotangent: jax.Array) -> dict:
+    """One fused VJP of ``fwd`` w.r.t. every trainable array in ``weights``."""
+    y, pullback = jax.vjp(fwd, dict(weights))
+    return pullback(jnp.asarray(cotangent, dtype=y.dtype))[0]
+
+
+def counterpart_batcher(source: Primitive, target: Primitive, impl: Callable) -> Callable:
+    """Batching rule keeping an ETP marker when only ``x`` (invar 0) is batched.
+
+    ``source`` unbatched (``mv``-like): bind ``target`` (its ``mm`` counterpart) with the vmapped
+    axis as the batch axis. ``source is target`` (already batched): fold the vmapped axis into
+    the batch axis, bind, and unfold. Anything else (a weight batched) falls back to
+    ``vmap(impl)`` with a loud warning.
+    """
+
+    def rule(args, dims, **params):
+        if any(d is not None for d in dims[1:]):
+            return fallback_batching(source, impl, args, dims, **params)
+        x = jnp.moveaxis(args[0], dims[0], 0)
+        if source is not target:
+            return target.bind(x, *args[1:], **params), 0
+        lead = x.shape[:-1]
+        y = target.bind(x.reshape(-1, x.shape[-1]), *args[1:], **params)
+        return y.reshape(*lead, y.shape[-1]), 0
+
+    return rule

@@ -1,0 +1,168 @@
+r"""Dense ETP primitives ``etp_mm`` (batched) / ``etp_mv`` (unbatched) and :func:`matmul`.
+
+Forward: :math:`y = x W (+ b)` with ``x`` of shape ``(B, I)`` (mm) or ``(I,)`` (mv),
+``W`` of shape ``(I, O)`` and ``b`` of shape ``(O,)``.
+
+For an element-wise dependence of the hidden state on ``y`` (:math:`g = \partial h/\partial y`,
+one state slice), the D-RTRL trace of ``W`` is
+:math:`\epsilon_{b,i,o} = \partial h_{b,o} / \partial W_{i,o}` and of ``b`` is
+:math:`\epsilon_{b,o} = \partial h_{b,o}/\partial b_o`:
+
+* ``xy_to_etrace``: :math:`\epsilon^W_{b,i,o} = x_{b,i} g_{b,o}`,
+  :math:`\epsilon^b_{b,o} = g_{b,o}`;
+* ``yw_to_w``: :math:`\epsilon_{b,i,o} \leftarrow \epsilon_{b,i,o}\, g_{b,o}`
+  (``expand_dims(g, -2)``);
+* ``xy_to_dw``: :math:`\sum_b x_{b,i} g_{b,o}` and :math:`\sum_b g_{b,o}` (the VJP);
+* ``etrace_to_dw``: :math:`\partial L/\partial W_{i,o} = \sum_b \epsilon_{b,i,o}\,
+  \partial L/\partial h_{b,o}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from .._compat import batching
+from ._common import (
+    counterpart_batcher,
+    init_pp_output_shaped,
+    shape_dtype,
+    vjp_weights,
+    zeros_trace,
+)
+from ._registry import ETPPrimitiveSpec, register_primitive_spec
+from ._units import attach_unit, bias_mantissa, split_unit
+
+__all__ = ["etp_mm_p", "etp_mv_p", "matmul"]
+
+
+def _dense_impl(x, weight, *maybe_bias, has_bias=False):
+    y = x @ weight
+    return y + maybe_bias[0] if has_bias else y
+
+
+def dense_trainable_invars(params: dict) -> dict[str, int]:
+    """``{'weight': 1}`` plus ``'bias': 2`` when ``has_bias``."""
+    return {"weight": 1, "bias": 2} if params.get("has_bias", False) else {"weight": 1}
+
+
+def dense_yw_to_w(hidden_dim, trace: dict, **params) -> dict:
+    """Multiply each trace slice by ``g`` along the output axis (no reduction)."""
+    out = {"weight": trace["weight"] * jnp.expand_dims(hidden_dim, -2)}
+    if "bias" in trace:
+        out["bias"] = trace["bias"] * hidden_dim
+    return out
+
+
+def dense_xy_to_dw(x, hidden_dim, weights: dict, *, has_bias=False) -> dict:
+    """VJP of ``x @ W (+ b)`` w.r.t. ``{weight, bias}`` with cotangent ``g``."""
+
+    def fwd(w):
+        return _dense_impl(x, w["weight"], *([w["bias"]] if has_bias else []), has_bias=has_bias)
+
+    return vjp_weights(fwd, weights, hidden_dim)
+
+
+def dense_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False) -> dict:
+    """Unreduced instantaneous trace ``x ⊗ g`` (and ``g`` for the bias)."""
+    dtype = jnp.result_type(x, hidden_dim)
+    out = {"weight": (jnp.expand_dims(x, -1) * jnp.expand_dims(hidden_dim, -2)).astype(dtype)}
+    if has_bias:
+        out["bias"] = hidden_dim
+    return out
+
+
+def dense_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int) -> dict:
+    """Weight trace ``(*batch, I, O, S)``, bias trace ``(*batch, O, S)``."""
+    x_shape, _ = shape_dtype(x_var)
+    _, dtype = shape_dtype(y_var)
+    batch = x_shape[:-1]
+    return {
+        key: zeros_trace((*batch, *shape_dtype(var)[0]), num_hidden_state, dtype)
+        for key, var in weight_vars.items()
+    }
+
+
+def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
+    return ETPPrimitiveSpec(
+        name=name,
+        impl=_dense_impl,
+        yw_to_w=dense_yw_to_w,
+        xy_to_dw=dense_xy_to_dw,
+        init_drtrl=dense_init_drtrl,
+        init_pp=init_pp_output_shaped,
+        trainable_invars_fn=dense_trainable_invars,
+        x_invar_index=0,
+        batched=batched,
+        xy_to_etrace=dense_xy_to_etrace,
+    )
+
+
+etp_mm_p = register_primitive_spec(_spec("etp_mm", batched=True))
+etp_mv_p = register_primitive_spec(_spec("etp_mv", batched=False))
+batching.primitive_batchers[etp_mv_p] = counterpart_batcher(etp_mv_p, etp_mm_p, _dense_impl)
+batching.primitive_batchers[etp_mm_p] = counterpart_batcher(etp_mm_p, etp_mm_p, _dense_impl)
+
+
+def check_matmul_shapes(op: str, x_shape, w_shape, bias_shape, example: str) -> None:
+    """Raise a ValueError naming ``op``, the shapes and the fix."""
+    if len(x_shape) < 1 or len(w_shape) != 2 or x_shape[-1] != w_shape[0]:
+        raise ValueError(
+            f"{op}: x has shape {tuple(x_shape)} and the weight {tuple(w_shape)}; expected "
+            f"x (..., I) and weight (I, O) with matching I. Example: {example}"
+        )
+    if bias_shape is not None and tuple(bias_shape) != (w_shape[1],):
+        raise ValueError(
+            f"{op}: bias has shape {tuple(bias_shape)}, expected ({w_shape[1]},) = (O,) for a "
+            f"weight of shape {tuple(w_shape)}. Fix: pass a 1-D bias with one entry per output."
+        )
+
+
+def bind_dense_family(mv_p, mm_p, x, operands: list, params: dict):
+    """Dispatch on ``x.ndim``: 1 -> unbatched prim, 2 -> batched, >2 -> flatten leading axes."""
+    if x.ndim == 1:
+        return mv_p.bind(x, *operands, **params)
+    lead = x.shape[:-1]
+    y = mm_p.bind(x.reshape(-1, x.shape[-1]), *operands, **params)
+    return y if x.ndim == 2 else y.reshape(*lead, y.shape[-1])
+
+
+def matmul(x: Any, weight: Any, bias: Any = None) -> Any:
+    r"""ETP-marked dense product :math:`y = x W (+ b)`.
+
+    ``x.ndim == 1`` binds ``etp_mv``; ``x.ndim == 2`` binds ``etp_mm``; more leading axes are
+    flattened into one batch axis for ``etp_mm`` and restored on the output. saiunit
+    quantities are accepted (the bias must have the unit dimension of ``x * weight``).
+
+    Parameters
+    ----------
+    x : array or Quantity, shape ``(I,)`` or ``(..., I)``
+    weight : array or Quantity, shape ``(I, O)``
+    bias : array or Quantity, shape ``(O,)``, optional
+
+    Returns
+    -------
+    array or Quantity, shape ``(O,)`` or ``(..., O)``
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> matmul(jnp.ones((4, 3)), jnp.ones((3, 5)), bias=jnp.zeros(5)).shape
+    (4, 5)
+    """
+    x_m, x_unit = split_unit(x)
+    w_m, w_unit = split_unit(weight)
+    x_m, w_m = jnp.asarray(x_m), jnp.asarray(w_m)
+    out_unit = x_unit * w_unit
+    b_m = bias_mantissa("etp_viz.matmul", bias, out_unit)
+    check_matmul_shapes(
+        "etp_viz.matmul",
+        x_m.shape,
+        w_m.shape,
+        None if b_m is None else jnp.shape(b_m),
+        "matmul(jnp.ones((B, 3)), jnp.ones((3, 5)), bias=jnp.zeros(5))",
+    )
+    operands = [w_m] if b_m is None else [w_m, jnp.asarray(b_m)]
+    y = bind_dense_family(etp_mv_p, etp_mm_p, x_m, operands, {"has_bias": b_m is not None})
+    return attach_unit(y, out_unit)
