@@ -10,15 +10,18 @@ __version__ = "0.1.0"
 # --- ops (etp_viz.ops) -------------------------------------------------------------------
 from .ops import ETPPrimitive as ETPPrimitive
 from .ops import ETPPrimitiveSpec as ETPPrimitiveSpec
+from .ops import UnitMismatchError as UnitMismatchError
+from .ops import conv as conv
+from .ops import element_wise as element_wise
+from .ops import get_primitive_spec as get_primitive_spec
+from .ops import get_trainable_invars as get_trainable_invars
+from .ops import is_etp_enable_gradient_primitive as is_etp_enable_gradient_primitive
+from .ops import is_etp_primitive as is_etp_primitive
+from .ops import lora_matmul as lora_matmul
+from .ops import matmul as matmul
 from .ops import register_primitive as register_primitive
 from .ops import register_primitive_spec as register_primitive_spec
-from .ops import get_primitive_spec as get_primitive_spec
-from .ops import is_etp_primitive as is_etp_primitive
-from .ops import is_etp_enable_gradient_primitive as is_etp_enable_gradient_primitive
-from .ops import get_trainable_invars as get_trainable_invars
-from .ops import matmul as matmul
-from .ops import element_wise as element_wise
-from .ops import UnitMismatchError as UnitMismatchError
+from .ops import sparse_matmul as sparse_matmul
 # --- nn (etp_viz.nn) ---------------------------------------------------------------------
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
 # --- learn (etp_viz.learn) ---------------------------------------------------------------

@@ -27,8 +27,17 @@ from ._registry import is_etp_primitive as is_etp_primitive
 from ._registry import register_primitive as register_primitive
 from ._registry import register_primitive_spec as register_primitive_spec
 from ._units import UnitMismatchError as UnitMismatchError
+from .conv import conv as conv
+from .conv import etp_conv_p as etp_conv_p
 from .dense import etp_mm_p as etp_mm_p
 from .dense import etp_mv_p as etp_mv_p
 from .dense import matmul as matmul
 from .elemwise import element_wise as element_wise
 from .elemwise import etp_elemwise_p as etp_elemwise_p
+from .lora import etp_lora_mm_p as etp_lora_mm_p
+from .lora import etp_lora_mv_p as etp_lora_mv_p
+from .lora import lora_matmul as lora_matmul
+from .sparse import SparsePattern as SparsePattern
+from .sparse import etp_sp_mm_p as etp_sp_mm_p
+from .sparse import etp_sp_mv_p as etp_sp_mv_p
+from .sparse import sparse_matmul as sparse_matmul

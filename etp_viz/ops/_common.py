@@ -23,7 +23,7 @@ def zeros_trace(shape: tuple[int, ...], num_hidden_state: int, dtype: Any) -> ja
     return jnp.zeros((*shape, num_hidden_state), dtype=dtype)
 
 
-def init_pp_output_shaped(x_var, y_var, weight_vars, num_hidden_state: int) -> jax.Array:
+def init_pp_output_shaped(x_var, y_var, weight_vars, num_hidden_state: int, **params) -> jax.Array:
     """ES-D-RTRL df trace for every family: ``(*y.shape, S)``."""
     shape, dtype = shape_dtype(y_var)
     return zeros_trace(shape, num_hidden_state, dtype)

@@ -73,7 +73,7 @@ def dense_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False) -> dict:
     return out
 
 
-def dense_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int) -> dict:
+def dense_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **params) -> dict:
     """Weight trace ``(*batch, I, O, S)``, bias trace ``(*batch, O, S)``."""
     x_shape, _ = shape_dtype(x_var)
     _, dtype = shape_dtype(y_var)

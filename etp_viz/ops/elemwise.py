@@ -54,7 +54,7 @@ def elemwise_xy_to_etrace(x, hidden_dim, weights: dict, **params) -> dict:
     return {"weight": jnp.asarray(hidden_dim)}
 
 
-def elemwise_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int) -> dict:
+def elemwise_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **params) -> dict:
     """``(*y.shape, S)`` (y has the processed weight's shape)."""
     shape, dtype = shape_dtype(y_var)
     return {"weight": zeros_trace(shape, num_hidden_state, dtype)}
