@@ -1,0 +1,143 @@
+"""The explorer's view model: a JSON-able picture of a compiled model's jaxpr.
+
+``build_view_model(graph)`` turns an ``ETraceGraph`` (or, for the generic part, any closed
+jaxpr) into a :class:`ViewModel`: equations as nodes, variables as edges, states as distinct
+nodes, parameters/literals/high-fan-out variables as badges, sub-jaxprs as collapsible clusters,
+one cluster per hidden group, and the compiler's decisions (weights with status, reason and
+suggested fix; relations with their ``y -> h`` slice; groups with their transition; readouts;
+perturbation points; diagnostics) as lists of node and edge ids. The JSON contract with the
+front end is ``docs/view-model.md``.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp
+>>> from etp_viz.explorer.view_model import build_view_model
+>>> vm = build_view_model(jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0), title="demo")
+>>> [n.id for n in vm.nodes]
+['in:0', 'e0', 'e1', 'out:0']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._jaxpr_nodes import JaxprGraphBuilder, Role
+from ._vm_types import (
+    Badge,
+    Cluster,
+    DiagnosticInfo,
+    Edge,
+    GroupInfo,
+    LegendEntry,
+    Node,
+    PerturbInfo,
+    ReadoutInfo,
+    RelationInfo,
+    ViewModel,
+    WeightInfo,
+    find_dangling_references,
+)
+
+__all__ = [
+    "Badge",
+    "Cluster",
+    "DiagnosticInfo",
+    "Edge",
+    "GroupInfo",
+    "LegendEntry",
+    "Node",
+    "PerturbInfo",
+    "ReadoutInfo",
+    "RelationInfo",
+    "ViewModel",
+    "WeightInfo",
+    "VIEW_MODEL_OPTIONS",
+    "build_view_model",
+    "find_dangling_references",
+]
+
+#: Keyword options of :func:`build_view_model` and their defaults.
+VIEW_MODEL_OPTIONS: dict[str, Any] = {
+    "max_fanout": 8,
+    "param_edges": False,
+    "perturbation_nodes": True,
+}
+
+LEGEND = (
+    LegendEntry("etp", "ETP primitive (weight path and status)"),
+    LegendEntry("hidden", "hidden state (in / out)"),
+    LegendEntry("state", "other state (in / out)"),
+    LegendEntry("group", "hidden group cluster"),
+    LegendEntry("transition", "h -> h transition of a group"),
+    LegendEntry("slice", "y -> h transition slice of a relation"),
+    LegendEntry("boundary", "blocking boundary (the ETP op that cut a weight's path)"),
+    LegendEntry("perturb", "perturbation point (h = h_hat + p)"),
+    LegendEntry("readout", "readout path (exact same-step gradient)"),
+    LegendEntry("subjaxpr", "nested sub-jaxpr (collapsible)"),
+    LegendEntry("badge", "badge: parameter, literal, constant or high-fan-out variable"),
+)
+
+
+def validate_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Fill defaults; an unknown keyword is a TypeError listing the valid ones."""
+    unknown = sorted(set(options) - set(VIEW_MODEL_OPTIONS))
+    if unknown:
+        valid = ", ".join(["title", *VIEW_MODEL_OPTIONS])
+        raise TypeError(f"build_view_model() got unknown option(s) {unknown}; valid: {valid}")
+    merged = {**VIEW_MODEL_OPTIONS, **options}
+    if not isinstance(merged["max_fanout"], int) or merged["max_fanout"] < 1:
+        raise ValueError(f"max_fanout must be a positive int, got {merged['max_fanout']!r}")
+    return merged
+
+
+def default_is_etp(primitive: Any) -> bool:
+    """ETP primitive test through the ops registry (name prefix as a last resort)."""
+    try:
+        from etp_viz.ops import is_etp_primitive
+    except ImportError:  # pragma: no cover - ops layer missing
+        return str(getattr(primitive, "name", "")).startswith("etp_")
+    return bool(is_etp_primitive(primitive))
+
+
+def _is_etrace_graph(obj: Any) -> bool:
+    return hasattr(obj, "module_info") and hasattr(obj, "hidden_groups")
+
+
+def build_view_model(graph: Any, *, title: str | None = None, **options: Any) -> ViewModel:
+    """Build the :class:`ViewModel` of an ``ETraceGraph`` (or of any closed jaxpr).
+
+    Parameters
+    ----------
+    graph : ETraceGraph or ClosedJaxpr
+        What ``etp_viz.compile_etrace_graph(model, x)`` returns; a plain (closed) jaxpr gives
+        the generic graph only (no weights, groups or relations).
+    title : str, optional
+        Shown by viewers; defaults to the model's class name.
+    max_fanout : int
+        A variable used by more nodes than this becomes a badge on each consumer (default 8).
+    param_edges : bool
+        Draw edges from parameter nodes to their consumers instead of badges (default False).
+    perturbation_nodes : bool
+        Add a ``perturb`` node feeding each perturbed hidden output (default True).
+    """
+    opts = validate_options(options)
+    if _is_etrace_graph(graph):
+        from ._vm_annotate import build_from_etrace_graph
+
+        return build_from_etrace_graph(graph, title=title, options=opts, legend=LEGEND)
+    builder = JaxprGraphBuilder(
+        max_fanout=opts["max_fanout"], is_etp=default_is_etp, param_nodes=opts["param_edges"]
+    )
+    builder.build(graph, [], [])
+    nodes, edges, clusters = builder.frozen()
+    return ViewModel(
+        title=title or "jaxpr",
+        nodes=nodes,
+        edges=edges,
+        clusters=clusters,
+        legend=LEGEND,
+        options=tuple(sorted(opts.items())),
+    )
+
+
+__all__ += ["Role", "validate_options", "LEGEND"]
