@@ -1,0 +1,254 @@
+"""Jaxpr utilities shared by the compiler passes.
+
+Everything here works on *open* jaxprs whose Vars are compared by identity. Passes build the
+def/use index (:class:`DefUse`) once per jaxpr and then walk equations in one loop; sets of
+Vars are insertion-ordered dicts so results are deterministic.
+
+A module-level :data:`VISITS` counter is bumped once per equation visit by every pass; the
+linear-cost test compiles a ~5,000-equation chain and checks the count grows linearly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+
+from etp_viz import _compat
+from etp_viz._compat import Jaxpr, JaxprEqn, Var
+
+__all__ = [
+    "CALL_PRIMITIVE_NAMES",
+    "CONTROL_FLOW_PRIMITIVE_NAMES",
+    "CUSTOM_CALL_PRIMITIVE_NAMES",
+    "DefUse",
+    "VISITS",
+    "build_jaxpr",
+    "eval_jaxpr",
+    "inline_calls",
+    "new_var",
+    "slice_jaxpr",
+    "sub_jaxprs",
+]
+
+#: Call-like primitives whose bodies are spliced into the caller.
+CALL_PRIMITIVE_NAMES = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"})
+#: Control flow: bodies are never inlined; ETP ops inside them are reported.
+CONTROL_FLOW_PRIMITIVE_NAMES = frozenset({"scan", "while", "cond"})
+#: Custom-derivative calls: kept as one equation, analysed through their body.
+CUSTOM_CALL_PRIMITIVE_NAMES = frozenset(
+    {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
+)
+
+
+class _VisitCounter:
+    """Counts equation visits of every compiler pass (read by the linear-cost test)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def reset(self) -> None:
+        self.count = 0
+
+
+VISITS = _VisitCounter()
+
+
+def new_var(aval: Any) -> Var:
+    """A fresh Var of abstract value ``aval`` (constructor differs across jax versions)."""
+    try:
+        return Var(aval)
+    except TypeError:  # pragma: no cover - older jax: Var(suffix, aval)
+        return Var("", aval)
+
+
+def _is_var(atom: Any) -> bool:
+    return _compat.is_var(atom)
+
+
+def sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Any]]:
+    """``(param_name, open_jaxpr)`` for every jaxpr stored in ``eqn.params`` (incl. branches)."""
+    found: list[tuple[str, Any]] = []
+    for name, value in eqn.params.items():
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        for item in items:
+            inner, _ = _compat.split_closed_jaxpr(item)
+            if hasattr(inner, "eqns") and hasattr(inner, "invars"):
+                found.append((name, inner))
+    return found
+
+
+class DefUse:
+    """Producer and consumer indexes of one jaxpr, built once.
+
+    ``producer[var]`` is the index of the equation that defines ``var``;
+    ``consumers[var]`` lists (in order, without repeats) the equations that read it.
+    """
+
+    def __init__(self, jaxpr: Jaxpr) -> None:
+        self.jaxpr = jaxpr
+        self.producer: dict[Var, int] = {}
+        self.consumers: dict[Var, list[int]] = {}
+        for index, eqn in enumerate(jaxpr.eqns):
+            VISITS.count += 1
+            for var in eqn.outvars:
+                if _is_var(var):
+                    self.producer[var] = index
+            for var in dict.fromkeys(v for v in eqn.invars if _is_var(v)):
+                self.consumers.setdefault(var, []).append(index)
+
+    def eqn(self, index: int) -> JaxprEqn:
+        return self.jaxpr.eqns[index]
+
+
+def build_jaxpr(
+    constvars: Sequence[Var],
+    invars: Sequence[Var],
+    outvars: Sequence[Any],
+    eqns: Sequence[JaxprEqn],
+) -> Jaxpr:
+    """An open jaxpr from its parts, with the union of the equations' effects."""
+    effects = frozenset(itertools.chain.from_iterable(e.effects for e in eqns))
+    return Jaxpr(list(constvars), list(invars), list(outvars), list(eqns), effects)
+
+
+def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
+    """Evaluate an open jaxpr (traceable, differentiable): one loop with an env dict."""
+    env: dict[Var, Any] = {}
+
+    def read(atom: Any) -> Any:
+        return env[atom] if _is_var(atom) else atom.val
+
+    for var, val in zip(jaxpr.constvars, consts):
+        env[var] = val
+    for var, val in zip(jaxpr.invars, args):
+        env[var] = val
+    for eqn in jaxpr.eqns:
+        bind_params = eqn.primitive.get_bind_params(eqn.params)
+        subfuns: list[Any] = []
+        if isinstance(bind_params, tuple):  # older jax: (subfuns, params)
+            subfuns, bind_params = bind_params
+        outs = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **bind_params)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        for var, val in zip(eqn.outvars, outs):
+            if _is_var(var):
+                env[var] = val
+    return [read(v) for v in jaxpr.outvars]
+
+
+class InlinedJaxpr(NamedTuple):
+    """Result of :func:`inline_calls`."""
+
+    jaxpr: Jaxpr
+    consts: list[Any]
+    #: top-level equation index -> names of the call primitives it was nested in
+    nested_in: dict[int, tuple[str, ...]]
+
+
+def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any]) -> InlinedJaxpr:
+    """Splice every nested ``jit``/``pjit``/``closed_call`` body into one flat jaxpr.
+
+    Body variables are renamed to fresh Vars of the top level; body constants become extra
+    top-level constvars. Custom-derivative calls and control flow stay single equations.
+    """
+    eqns: list[JaxprEqn] = []
+    constvars = list(jaxpr.constvars)
+    const_vals = list(consts)
+    nested_in: dict[int, tuple[str, ...]] = {}
+
+    def splice(body: Jaxpr, env: dict[Var, Any], stack: tuple[str, ...]) -> None:
+        def read(atom: Any) -> Any:
+            return env.get(atom, atom) if _is_var(atom) else atom
+
+        for eqn in body.eqns:
+            VISITS.count += 1
+            invars = [read(v) for v in eqn.invars]
+            if eqn.primitive.name in CALL_PRIMITIVE_NAMES and _call_body(eqn) is not None:
+                inner, inner_consts = _call_body(eqn)
+                inner_env: dict[Var, Any] = {}
+                for var, val in zip(inner.constvars, inner_consts):
+                    fresh = new_var(var.aval)
+                    constvars.append(fresh)
+                    const_vals.append(val)
+                    inner_env[var] = fresh
+                inner_env.update(zip(inner.invars, invars))
+                splice(inner, inner_env, stack + (_call_name(eqn),))
+                for outer, inner_out in zip(eqn.outvars, inner.outvars):
+                    if _is_var(outer):
+                        env[outer] = read_inner(inner_env, inner_out)
+                continue
+            outvars = [v if not stack or not _is_var(v) else _rename(env, v) for v in eqn.outvars]
+            if stack:
+                nested_in[len(eqns)] = stack
+            eqns.append(eqn.replace(invars=invars, outvars=outvars))
+
+    def read_inner(inner_env: dict[Var, Any], atom: Any) -> Any:
+        return inner_env.get(atom, atom) if _is_var(atom) else atom
+
+    top_env: dict[Var, Any] = {}
+    splice(jaxpr, top_env, ())
+    outvars = [top_env.get(v, v) if _is_var(v) else v for v in jaxpr.outvars]
+    flat = build_jaxpr(constvars, jaxpr.invars, outvars, eqns)
+    return InlinedJaxpr(flat, const_vals, nested_in)
+
+
+def _rename(env: dict[Var, Any], var: Var) -> Var:
+    fresh = new_var(var.aval)
+    env[var] = fresh
+    return fresh
+
+
+def _call_body(eqn: JaxprEqn) -> tuple[Jaxpr, list[Any]] | None:
+    for key in ("jaxpr", "call_jaxpr"):
+        if key in eqn.params:
+            return _compat.split_closed_jaxpr(eqn.params[key])
+    return None
+
+
+def _call_name(eqn: JaxprEqn) -> str:
+    name = eqn.params.get("name")
+    return f"{eqn.primitive.name}({name})" if name else eqn.primitive.name
+
+
+def slice_jaxpr(
+    jaxpr: Jaxpr,
+    eqn_indices: Iterable[int],
+    invars: Sequence[Var],
+    outvars: Sequence[Any],
+) -> Jaxpr:
+    """The sub-jaxpr made of ``eqn_indices`` (kept in order) mapping ``invars`` to ``outvars``.
+
+    Every Var the selected equations (or ``outvars``) read that is neither an invar nor
+    produced by a selected equation becomes a constvar, in first-use order.
+    """
+    selected = [jaxpr.eqns[i] for i in sorted(eqn_indices)]
+    known: dict[Var, None] = dict.fromkeys(invars)
+    constvars: dict[Var, None] = {}
+    for eqn in selected:
+        VISITS.count += 1
+        for var in eqn.invars:
+            if _is_var(var) and var not in known:
+                constvars[var] = None
+        known.update(dict.fromkeys(v for v in eqn.outvars if _is_var(v)))
+    for var in outvars:
+        if _is_var(var) and var not in known:
+            constvars[var] = None
+    return build_jaxpr(list(constvars), invars, outvars, selected)
+
+
+def make_jaxpr_callable(jaxpr: Jaxpr, consts: Sequence[Any]) -> Callable[..., list[Any]]:
+    """``f(*args) -> list`` evaluating ``jaxpr`` with fixed ``consts``."""
+    return lambda *args: eval_jaxpr(jaxpr, consts, *args)
+
+
+def aval_str(var: Any) -> str:
+    """Short text of a Var's abstract value, e.g. ``f32[3,4]``."""
+    aval = getattr(var, "aval", None)
+    return aval.str_short() if hasattr(aval, "str_short") else str(aval)
+
+
+def is_float_dtype(var: Any) -> bool:
+    aval = getattr(var, "aval", None)
+    return aval is not None and jax.numpy.issubdtype(aval.dtype, jax.numpy.inexact)

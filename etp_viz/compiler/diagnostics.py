@@ -1,0 +1,170 @@
+"""Structured compiler diagnostics: every decision is a :class:`CompilationRecord`.
+
+Records are data first: ``graph.diagnostics`` lists them and ``graph.explain()`` prints them.
+WARNING and ERROR records are also raised as :class:`UserWarning` once compilation ends, with
+a ``stacklevel`` that points at the first frame outside ``etp_viz`` (the user's call).
+
+Every record's ``context`` carries ``'eqn_indices'``: top-level equation indices of the flat
+jaxpr (``graph.module_info.jaxpr``) that a viewer can highlight.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+__all__ = [
+    "CompilationRecord",
+    "DiagnosticCollector",
+    "DiagnosticKind",
+    "DiagnosticLevel",
+    "format_records",
+]
+
+
+class DiagnosticLevel(enum.IntEnum):
+    """Severity of a :class:`CompilationRecord` (``INFO < WARNING < ERROR``)."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class DiagnosticKind(enum.Enum):
+    """Machine-readable reason for a :class:`CompilationRecord`."""
+
+    RELATION_INCLUDED = "relation_included"
+    RELATION_EXCLUDED_NO_PARAMSTATE = "relation_excluded_no_paramstate"
+    RELATION_EXCLUDED_NON_TEMPORAL = "relation_excluded_non_temporal"
+    RELATION_EXCLUDED_SHAPE_MISMATCH = "relation_excluded_shape_mismatch"
+    RELATION_EXCLUDED_WEIGHT_TO_WEIGHT = "relation_excluded_weight_to_weight"
+    RELATION_PARTIAL_PATH = "relation_partial_path"
+    #: etp_viz addition: the y -> h tail moves or mixes positions, so df is not per position.
+    RELATION_TAIL_COUPLES_POSITIONS = "relation_tail_couples_positions"
+    TRAINABLE_INVAR_NOT_PARAMSTATE = "trainable_invar_not_paramstate"
+    PRIMITIVE_INSIDE_CONTROL_FLOW = "primitive_inside_control_flow"
+    PRIMITIVE_INSIDE_NESTED_JIT = "primitive_inside_nested_jit"
+    MULTI_OUTPUT_PRIMITIVE_DETECTED = "multi_output_primitive_detected"
+    PYTREE_WEIGHT_LEAF_AMBIGUOUS = "pytree_weight_leaf_ambiguous"
+    HIDDEN_GROUP_MERGED = "hidden_group_merged"
+    STATE_MISMATCH = "state_mismatch"
+    OUTPUT_BYPASSES_HIDDEN = "output_bypasses_hidden"
+    #: etp_viz addition: a plain op coupling positions was cut out of the h -> h transition.
+    TRANSITION_POSITION_COUPLING_CUT = "transition_position_coupling_cut"
+    #: etp_viz addition: a ParamState never reaches a trainable input of an ETP primitive.
+    PARAM_NOT_USED_BY_ETP = "param_not_used_by_etp"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CompilationRecord(NamedTuple):
+    """A single compiler decision, captured with structured context.
+
+    Attributes
+    ----------
+    kind : DiagnosticKind
+    level : DiagnosticLevel
+    message : str
+        What happened, where, and (for warnings) how to change it.
+    primitive : jax Primitive or None
+    weight_path : tuple of str or None
+        Path of the ``ParamState`` concerned, e.g. ``('rnn1', 'W', 'weight')``.
+    hidden_paths : tuple of paths
+    context : dict
+        Extra facts; always has ``'eqn_indices'`` (top-level equation indices).
+    """
+
+    kind: DiagnosticKind
+    level: DiagnosticLevel
+    message: str
+    primitive: Any = None
+    weight_path: tuple | None = None
+    hidden_paths: tuple = ()
+    context: dict = {}
+
+    def __repr__(self) -> str:
+        prim = getattr(self.primitive, "name", self.primitive)
+        return (
+            f"CompilationRecord(kind={self.kind}, level={self.level}, primitive={prim!r}, "
+            f"weight_path={self.weight_path}, hidden_paths={list(self.hidden_paths)}, "
+            f"message={self.message!r}, context={self.context})"
+        )
+
+
+class DiagnosticCollector:
+    """Collects records during one compilation (no global state: one collector per call)."""
+
+    def __init__(self) -> None:
+        self.records: list[CompilationRecord] = []
+
+    def emit(
+        self,
+        kind: DiagnosticKind,
+        level: DiagnosticLevel,
+        message: str,
+        *,
+        primitive: Any = None,
+        weight_path: tuple | None = None,
+        hidden_paths: Iterable = (),
+        eqn_indices: Iterable[int] = (),
+        **context: Any,
+    ) -> CompilationRecord:
+        record = CompilationRecord(
+            kind=kind,
+            level=level,
+            message=message,
+            primitive=primitive,
+            weight_path=weight_path,
+            hidden_paths=tuple(hidden_paths),
+            context={"eqn_indices": tuple(sorted(set(eqn_indices))), **context},
+        )
+        self.records.append(record)
+        return record
+
+    def warn(self) -> None:
+        """Raise every WARNING/ERROR record as a ``UserWarning`` at the user's call site."""
+        stacklevel = _user_stacklevel()
+        for record in self.records:
+            if record.level >= DiagnosticLevel.WARNING:
+                warnings.warn(
+                    f"[{record.kind}] {record.message}", UserWarning, stacklevel=stacklevel
+                )
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_stacklevel() -> int:
+    """Stack level (for ``warnings.warn`` called from :meth:`DiagnosticCollector.warn`) of the
+    first frame outside the ``etp_viz`` package."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR + os.sep
+    ):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def format_records(records: Sequence[CompilationRecord]) -> str:
+    """Text of ``records`` grouped by kind (kinds in first-appearance order)."""
+    by_kind: dict[DiagnosticKind, list[CompilationRecord]] = {}
+    for record in records:
+        by_kind.setdefault(record.kind, []).append(record)
+    lines: list[str] = []
+    for kind, group in by_kind.items():
+        lines.append(f"{kind.name} ({len(group)})")
+        for record in group:
+            where = record.context.get("eqn_indices", ())
+            eqns = f" eqns {list(where)}" if where else ""
+            lines.append(f"  [{record.level.name:7s}] {record.message}{eqns}")
+    return "\n".join(lines) if lines else "(no compilation records)"

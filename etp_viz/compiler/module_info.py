@@ -1,0 +1,288 @@
+"""Stage 1: trace a ``brainstate.nn.Module`` once into one flat jaxpr and index its states.
+
+The jaxpr's invars are ``[model-argument leaves..., state leaves...]`` and its outvars
+``[model-output leaves..., new state leaves...]`` (every compiled state, written or not).
+Nested ``jit``/``pjit`` bodies are spliced in (:func:`._jaxpr.inline_calls`) so every Var
+lives in one jaxpr and equation indices are stable ids.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import brainstate
+import jax
+
+from etp_viz import _compat
+from etp_viz._compat import Jaxpr, Var
+
+from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, DefUse, eval_jaxpr, inline_calls
+
+__all__ = ["ModuleInfo", "extract_module_info", "Path"]
+
+Path = tuple
+
+
+class ModuleInfo(NamedTuple):
+    """The compiler's structured view of one traced model step.
+
+    Attributes
+    ----------
+    jaxpr : Jaxpr
+        The flat open jaxpr (no nested jit).
+    closed_jaxpr : ClosedJaxpr
+        ``jaxpr`` closed over ``consts``.
+    compiled_model_states : tuple of State
+        States the step reads or writes, in jaxpr order.
+    retrieved_model_states : dict
+        ``{path: State}`` for every state of the model.
+    state_id_to_path : dict
+        ``{id(state): path}``.
+    state_tree_invars, state_tree_outvars : tuple of pytrees of Var
+        Per compiled state, its value's pytree of invars / outvars.
+    hidden_path_to_invar, hidden_path_to_outvar : dict
+    invar_to_hidden_path, outvar_to_hidden_path : dict
+    hidden_outvar_to_invar : dict
+    weight_invars : list of Var
+        Every ``ParamState`` leaf invar.
+    weight_path_to_invars : dict
+        ``{path: [leaf invars in jax.tree.leaves order]}``.
+    invar_to_weight_path : dict
+    """
+
+    model: Any
+    jaxpr: Jaxpr
+    closed_jaxpr: Any
+    consts: list
+    compiled_model_states: tuple
+    retrieved_model_states: dict
+    state_id_to_path: dict
+    state_tree_invars: tuple
+    state_tree_outvars: tuple
+    hidden_path_to_invar: dict
+    hidden_path_to_outvar: dict
+    invar_to_hidden_path: dict
+    outvar_to_hidden_path: dict
+    hidden_outvar_to_invar: dict
+    weight_invars: list
+    weight_path_to_invars: dict
+    invar_to_weight_path: dict
+    #: number of flattened model-argument leaves at the front of ``jaxpr.invars``
+    num_arg_leaves: int
+    #: number of flattened model-output leaves at the front of ``jaxpr.outvars``
+    num_out_leaves: int
+    out_treedef: Any
+    #: ``{path: S}``: 1 for a ``HiddenState``, the last axis for a multi-state hidden class
+    hidden_path_to_num_state: dict
+    #: top-level equation index -> names of the jit calls it was inlined from
+    nested_jit_eqns: dict
+    def_use: DefUse
+
+    @property
+    def arg_invars(self) -> list:
+        return list(self.jaxpr.invars[: self.num_arg_leaves])
+
+    @property
+    def out_vars(self) -> list:
+        return list(self.jaxpr.outvars[: self.num_out_leaves])
+
+    @property
+    def hidden_paths(self) -> list:
+        return list(self.hidden_path_to_invar)
+
+    def path_of(self, state: Any) -> Path:
+        return self.state_id_to_path[id(state)]
+
+    def jaxpr_call(self, state_vals: Sequence[Any], *args: Any) -> tuple[Any, list]:
+        """Run the step on values: ``(outputs pytree, [new value of each compiled state])``."""
+        leaves = jax.tree.leaves((args, list(state_vals)))
+        outs = eval_jaxpr(self.jaxpr, self.consts, *leaves)
+        outputs = jax.tree.unflatten(self.out_treedef, outs[: self.num_out_leaves])
+        flat_states = outs[self.num_out_leaves :]
+        new_vals, start = [], 0
+        for tree in self.state_tree_outvars:
+            leaves_tree = jax.tree.structure(tree)
+            n = leaves_tree.num_leaves
+            new_vals.append(jax.tree.unflatten(leaves_tree, flat_states[start : start + n]))
+            start += n
+        return outputs, new_vals
+
+
+def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
+    """Extract the model information for the ETP compiler.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+        The model; its states must be initialised (``brainstate.nn.init_all_states``).
+    *args
+        Example positional inputs of one step. Keyword arguments are not supported: bind them
+        with ``functools.partial`` first.
+
+    Examples
+    --------
+    >>> minfo = extract_module_info(model, jnp.zeros(10))  # doctest: +SKIP
+    >>> len(minfo.hidden_path_to_invar)  # doctest: +SKIP
+    2
+    """
+    _check_model_and_args(model, kwargs)
+    stateful = _compat.get_stateful_function_class()(model, return_only_write=False)
+    stateful.make_jaxpr(*args)
+    closed = stateful.get_jaxpr(*args)
+    states = tuple(stateful.get_states(*args))
+    written = list(stateful.get_state_trace(*args).been_writen)
+    # brainstate's out treedef covers ``(outputs, state values)``; keep the outputs part
+    out_treedef = stateful.get_out_treedef(*args).children()[0]
+
+    open_jaxpr, consts = _compat.split_closed_jaxpr(closed)
+    flat = inline_calls(open_jaxpr, consts)
+    jaxpr = flat.jaxpr
+
+    retrieved = dict(brainstate.graph.states(model).items())
+    state_id_to_path = {id(st): tuple(path) for path, st in retrieved.items()}
+    for i, st in enumerate(states):  # states read from outside the model get a synthetic path
+        state_id_to_path.setdefault(id(st), ("<external>", str(i)))
+
+    num_state_leaves = sum(len(jax.tree.leaves(st.value)) for st in states)
+    num_arg_leaves = len(jaxpr.invars) - num_state_leaves
+    num_out_leaves = len(jaxpr.outvars) - num_state_leaves
+    state_invars = _split_by_state(states, jaxpr.invars[num_arg_leaves:])
+    state_outvars = _split_by_state(states, jaxpr.outvars[num_out_leaves:])
+
+    maps = _classify_states(states, state_invars, state_outvars, state_id_to_path)
+    def_use = DefUse(jaxpr)
+    _check_writes(states, written, state_outvars, state_id_to_path, def_use, jaxpr)
+    if not maps["hidden_path_to_invar"]:
+        raise ValueError(
+            f"{type(model).__name__} has no HiddenState read or written by its step, so there is "
+            "nothing to trace online. Declare recurrent state as brainstate.HiddenState (e.g. "
+            "`self.h = brainstate.HiddenState(jnp.zeros(n))` in init_state) and call "
+            "brainstate.nn.init_all_states(model) before compiling."
+        )
+    return ModuleInfo(
+        model=model,
+        jaxpr=jaxpr,
+        closed_jaxpr=_compat.close_jaxpr(jaxpr, flat.consts),
+        consts=flat.consts,
+        compiled_model_states=states,
+        retrieved_model_states=retrieved,
+        state_id_to_path=state_id_to_path,
+        state_tree_invars=tuple(state_invars),
+        state_tree_outvars=tuple(state_outvars),
+        num_arg_leaves=num_arg_leaves,
+        num_out_leaves=num_out_leaves,
+        out_treedef=out_treedef,
+        nested_jit_eqns=flat.nested_in,
+        def_use=def_use,
+        **maps,
+    )
+
+
+def _check_model_and_args(model: Any, kwargs: dict) -> None:
+    if not isinstance(model, brainstate.nn.Module):
+        raise TypeError(
+            f"The ETP compiler needs a brainstate.nn.Module, got {type(model).__name__}. Wrap "
+            "the step in a Module whose `update(self, x)` reads/writes brainstate.HiddenState "
+            "and uses brainstate.ParamState weights."
+        )
+    update = getattr(model, "update", None)
+    required_kwonly = []
+    if update is not None:
+        try:
+            params = inspect.signature(update).parameters.values()
+        except (TypeError, ValueError):  # pragma: no cover - builtins without signature
+            params = ()
+        required_kwonly = [
+            p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+        ]
+    if kwargs or required_kwonly:
+        names = sorted(set(kwargs) | set(required_kwonly))
+        raise TypeError(
+            f"{type(model).__name__}: keyword model arguments {names} are not supported; the "
+            "compiled step takes positional inputs only. Bind them first, e.g. "
+            "`functools.partial(model.update, **{...})` inside a small wrapper Module, or make "
+            "them positional parameters of `update`."
+        )
+
+
+def _split_by_state(states: Sequence[Any], flat_vars: Sequence[Any]) -> list[Any]:
+    trees, start = [], 0
+    for st in states:
+        treedef = jax.tree.structure(st.value)
+        n = treedef.num_leaves
+        trees.append(jax.tree.unflatten(treedef, list(flat_vars[start : start + n])))
+        start += n
+    return trees
+
+
+def _classify_states(states, state_invars, state_outvars, state_id_to_path) -> dict:
+    maps: dict[str, Any] = {
+        "hidden_path_to_invar": {},
+        "hidden_path_to_outvar": {},
+        "invar_to_hidden_path": {},
+        "outvar_to_hidden_path": {},
+        "hidden_outvar_to_invar": {},
+        "weight_invars": [],
+        "weight_path_to_invars": {},
+        "invar_to_weight_path": {},
+        "hidden_path_to_num_state": {},
+    }
+    for st, invars, outvars in zip(states, state_invars, state_outvars):
+        path = state_id_to_path[id(st)]
+        if isinstance(st, brainstate.HiddenState):
+            _add_hidden(maps, st, path, jax.tree.leaves(invars), jax.tree.leaves(outvars))
+        elif isinstance(st, brainstate.ParamState):
+            leaves = jax.tree.leaves(invars)
+            maps["weight_invars"].extend(leaves)
+            maps["weight_path_to_invars"][path] = leaves
+            for var in leaves:
+                maps["invar_to_weight_path"][var] = path
+    return maps
+
+
+def _add_hidden(maps: dict, state: Any, path: Path, invars: list, outvars: list) -> None:
+    if len(invars) != 1:
+        raise TypeError(
+            f"Hidden state {'.'.join(map(str, path))} holds a pytree of {len(invars)} arrays; "
+            "a HiddenState must hold one array. Use one HiddenState per array, or "
+            "brainstate.HiddenGroupState / HiddenTreeState (one array, last axis = states)."
+        )
+    invar, outvar = invars[0], outvars[0]
+    is_multi = isinstance(state, getattr(brainstate, "HiddenGroupState", ()))
+    maps["hidden_path_to_invar"][path] = invar
+    maps["hidden_path_to_outvar"][path] = outvar
+    maps["invar_to_hidden_path"][invar] = path
+    maps["outvar_to_hidden_path"][outvar] = path
+    maps["hidden_outvar_to_invar"][outvar] = invar
+    maps["hidden_path_to_num_state"][path] = invar.aval.shape[-1] if is_multi else 1
+
+
+def _check_writes(states, written, state_outvars, state_id_to_path, def_use, jaxpr) -> None:
+    for st, was_written, outvars in zip(states, written, state_outvars):
+        path = ".".join(map(str, state_id_to_path[id(st)]))
+        if was_written and isinstance(st, brainstate.ParamState):
+            raise ValueError(
+                f"The step writes ParamState `{path}`. Parameters must stay constant within a "
+                "step (the optimizer updates them between steps). Keep changing values in a "
+                "brainstate.HiddenState / ShortTermState instead."
+            )
+        if not isinstance(st, (brainstate.HiddenState, brainstate.ParamState)):
+            continue
+        for var in jax.tree.leaves(outvars):
+            index = def_use.producer.get(var) if _compat.is_var(var) else None
+            if index is not None and jaxpr.eqns[index].primitive.name in (
+                CONTROL_FLOW_PRIMITIVE_NAMES
+            ):
+                prim = jaxpr.eqns[index].primitive.name
+                raise ValueError(
+                    f"State `{path}` is updated inside `{prim}` (equation {index}). The ETP "
+                    "compiler needs each hidden state written once per step at the top level; "
+                    "move the loop outside the model step (call the model once per time step) "
+                    "or learn this model with BPTT."
+                )
+
+
+def is_var(atom: Any) -> bool:
+    return isinstance(atom, Var) and _compat.is_var(atom)
