@@ -1,0 +1,316 @@
+// @ts-check
+/**
+ * The graph for one expansion state: which nodes are visible (collapsed sub-jaxpr clusters
+ * become single nodes), the DOT text for it, and the mapping between DOT ids and view-model
+ * ids. Pure functions, no DOM: tested with `node --test`.
+ */
+import { escapeDot, truncate } from "./escape.js";
+
+/** @typedef {import("./types.js").ViewModel} ViewModel */
+/** @typedef {import("./types.js").VMNode} VMNode */
+
+export const COLORS = {
+  etp: "#ffe08a",
+  etpBorder: "#b8860b",
+  hidden: "#cfe8ff",
+  groupFill: "#f1f7ff",
+  groupBorder: "#5b8fd0",
+  slice: "#e8710a",
+  transition: "#8e44ad",
+  boundary: "#d62728",
+  perturb: "#1f77b4",
+  readout: "#2e8b57",
+  edge: "#9a9a9a",
+  online: "#2ca02c",
+  exact: "#1f77b4",
+  not_learned: "#d62728",
+  notLearnedFill: "#f6d0d0",
+  io: "#e6e6e6",
+  collapsed: "#f2f2f2",
+};
+
+/** Index a view model once: maps by id, cluster tree, annotation sets. */
+export function indexViewModel(/** @type {ViewModel} */ vm) {
+  if (!vm || !Array.isArray(vm.nodes) || !Array.isArray(vm.edges)) {
+    throw new Error("view model: expected an object with 'nodes' and 'edges' arrays");
+  }
+  const nodes = new Map(vm.nodes.map((n) => [n.id, n]));
+  const edges = new Map(vm.edges.map((e) => [e.id, e]));
+  const clusters = new Map((vm.clusters || []).map((c) => [c.id, c]));
+  /** @type {Map<string, number>} eqn count under each cluster (for collapsed labels) */
+  const clusterSize = new Map();
+  for (const n of vm.nodes) {
+    for (const c of clusterChain(clusters, n.cluster)) {
+      clusterSize.set(c, (clusterSize.get(c) || 0) + 1);
+    }
+  }
+  const weights = new Map((vm.weights || []).map((w) => [w.path, w]));
+  const groups = new Map((vm.groups || []).map((g) => [String(g.index), g]));
+  const relations = new Map((vm.relations || []).map((r) => [r.id, r]));
+  const diagnostics = new Map((vm.diagnostics || []).map((d) => [String(d.index), d]));
+  const union = (/** @type {any[]} */ items, /** @type {string} */ key) =>
+    new Set(items.flatMap((item) => item[key] || []));
+  const annotations = {
+    sliceEdges: union(vm.relations || [], "slice_edges"),
+    transitionEdges: union(vm.groups || [], "transition_edges"),
+    readoutEdges: union(vm.readouts || [], "path_edges"),
+    boundaryNodes: union(vm.weights || [], "boundary_nodes"),
+    perturbNodes: new Set((vm.perturbations || []).map((p) => p.node)),
+  };
+  return { vm, nodes, edges, clusters, clusterSize, weights, groups, relations, diagnostics,
+    annotations };
+}
+
+/** @typedef {ReturnType<typeof indexViewModel>} Index */
+
+/** Cluster ids from the innermost outwards. */
+export function clusterChain(/** @type {Map<string, any>} */ clusters, /** @type {string|null|undefined} */ id) {
+  const chain = [];
+  const seen = new Set();
+  while (id && clusters.has(id) && !seen.has(id)) {
+    seen.add(id);
+    chain.push(id);
+    id = clusters.get(id).parent;
+  }
+  return chain;
+}
+
+/** The initial expansion state: sub-jaxpr clusters the view model marks as not collapsed. */
+export function initialExpanded(/** @type {ViewModel} */ vm) {
+  return (vm.clusters || [])
+    .filter((c) => c.kind === "subjaxpr" && c.collapsed === false)
+    .map((c) => c.id);
+}
+
+/** A stable cache key for an expansion state plus the options that change the layout. */
+export function layoutKey(/** @type {Iterable<string>} */ expanded, /** @type {any} */ options = {}) {
+  return JSON.stringify([[...expanded].sort(), options.rankdir || "TB", !!options.show_params]);
+}
+
+/** The outermost collapsed sub-jaxpr cluster hiding `clusterId` (or null when visible). */
+function collapsedOwner(/** @type {Index} */ index, /** @type {string|null|undefined} */ clusterId, /** @type {Set<string>} */ expanded) {
+  let owner = null;
+  for (const id of clusterChain(index.clusters, clusterId)) {
+    const c = index.clusters.get(id);
+    if (c.kind === "subjaxpr" && !expanded.has(id)) owner = id;
+  }
+  return owner;
+}
+
+/** Expansion state that makes `nodeId` visible. */
+export function expandedToShow(/** @type {Index} */ index, /** @type {string} */ nodeId, /** @type {Iterable<string>} */ expanded) {
+  const result = new Set(expanded);
+  const node = index.nodes.get(nodeId);
+  const start = node ? node.cluster : index.clusters.has(nodeId) ? index.clusters.get(nodeId).parent : null;
+  for (const id of clusterChain(index.clusters, start)) {
+    if (index.clusters.get(id).kind === "subjaxpr") result.add(id);
+  }
+  return [...result];
+}
+
+/**
+ * The visible graph for an expansion state.
+ * @param {Index} index
+ * @param {Iterable<string>} expandedIds
+ * @param {{show_params?: boolean}} [options]
+ */
+export function visibleGraph(index, expandedIds, options = {}) {
+  const expanded = new Set(expandedIds);
+  /** @type {Map<string, string>} view-model node id -> DOT id of what represents it */
+  const nodeToDot = new Map();
+  /** @type {Map<string, {type: string, id: string}>} DOT id -> view-model element */
+  const dotToVm = new Map();
+  /** @type {{dotId: string, node?: VMNode, cluster?: any, parent: string|null}[]} */
+  const items = [];
+  const collapsedDot = new Map();
+  let counter = 0;
+  for (const node of index.vm.nodes) {
+    if (node.kind === "param" && !options.show_params) continue;
+    const owner = collapsedOwner(index, node.cluster, expanded);
+    if (owner) {
+      if (!collapsedDot.has(owner)) {
+        const dotId = `k${collapsedDot.size}`;
+        collapsedDot.set(owner, dotId);
+        dotToVm.set(dotId, { type: "cluster", id: owner });
+        items.push({ dotId, cluster: index.clusters.get(owner), parent: index.clusters.get(owner).parent });
+      }
+      nodeToDot.set(node.id, collapsedDot.get(owner));
+    } else {
+      const dotId = `n${counter++}`;
+      nodeToDot.set(node.id, dotId);
+      dotToVm.set(dotId, { type: "node", id: node.id });
+      items.push({ dotId, node, parent: node.cluster || null });
+    }
+  }
+  /** visible clusters (expanded sub-jaxprs and groups whose ancestors are all expanded) */
+  const clusterToDot = new Map();
+  let clusterCounter = 0;
+  for (const c of index.clusters.values()) {
+    if (collapsedOwner(index, c.id, expanded)) continue;
+    const dotId = `s${clusterCounter++}`;
+    clusterToDot.set(c.id, dotId);
+    dotToVm.set(dotId, { type: "cluster", id: c.id });
+  }
+  for (const [clusterId, dotId] of collapsedDot) clusterToDot.set(clusterId, dotId);
+  /** @type {Map<string, {dotId: string, source: string, target: string, vmIds: string[]}>} */
+  const edgeByPair = new Map();
+  const edgeToDot = new Map();
+  for (const edge of index.vm.edges) {
+    const source = nodeToDot.get(edge.source);
+    const target = nodeToDot.get(edge.target);
+    if (!source || !target || source === target) continue;
+    const pair = `${source}>${target}`;
+    let entry = edgeByPair.get(pair);
+    if (!entry) {
+      entry = { dotId: `x${edgeByPair.size}`, source, target, vmIds: [] };
+      edgeByPair.set(pair, entry);
+      dotToVm.set(entry.dotId, { type: "edge", id: edge.id });
+    }
+    entry.vmIds.push(edge.id);
+    edgeToDot.set(edge.id, entry.dotId);
+  }
+  return { expanded, items, edges: [...edgeByPair.values()], nodeToDot, edgeToDot, clusterToDot,
+    dotToVm, nodeCount: items.length };
+}
+
+/** @typedef {ReturnType<typeof visibleGraph>} VisibleGraph */
+
+function statusColor(/** @type {string|null|undefined} */ status) {
+  return status === "online" ? COLORS.online : status === "exact" ? COLORS.exact
+    : status === "not_learned" ? COLORS.not_learned : COLORS.etpBorder;
+}
+
+/** DOT attributes for one view-model node. */
+function nodeAttrs(/** @type {Index} */ index, /** @type {VMNode} */ n) {
+  const badges = (n.badges || []).map((b) => b.text).filter(Boolean);
+  const attrs = { shape: "box", style: "rounded,filled", fillcolor: "white", color: "#555555" };
+  let lines = [truncate(n.label || n.primitive || n.id)];
+  if (n.etp) {
+    Object.assign(attrs, { fillcolor: n.status === "not_learned" ? COLORS.notLearnedFill : COLORS.etp,
+      color: statusColor(n.status), penwidth: "2" });
+    if (n.weight_path) lines.push(truncate(n.weight_path));
+    if (n.status) lines.push(`[${n.status.replace("_", " ")}]`);
+  } else if (badges.length) {
+    lines[0] += `  ⟨${badges.join(", ")}⟩`;
+  }
+  if (n.kind === "hidden_in" || n.kind === "hidden_out") {
+    Object.assign(attrs, { shape: "ellipse", style: "filled", fillcolor: COLORS.hidden, color: COLORS.groupBorder });
+    lines = [truncate(n.hidden_path || n.label), n.kind === "hidden_in" ? "h (t-1)" : "h (t)"];
+  } else if (n.kind === "state_in" || n.kind === "state_out") {
+    Object.assign(attrs, { shape: "note", style: "filled", fillcolor: "#eeeeee" });
+  } else if (n.kind === "input" || n.kind === "output") {
+    Object.assign(attrs, { shape: n.kind === "input" ? "invhouse" : "house", style: "filled", fillcolor: COLORS.io });
+  } else if (n.kind === "param") {
+    Object.assign(attrs, { shape: "cds", style: "filled", fillcolor: "#f7f7f7" });
+  } else if (n.kind === "perturb") {
+    Object.assign(attrs, { shape: "diamond", style: "filled", fillcolor: "#d8e9f7", color: COLORS.perturb });
+  }
+  if (index.annotations.perturbNodes.has(n.id) && n.kind !== "perturb") {
+    attrs.style += ",dashed";
+    attrs.color = COLORS.perturb;
+    attrs.penwidth = "2";
+    lines.push("◆ perturb");
+  }
+  if (index.annotations.boundaryNodes.has(n.id)) {
+    Object.assign(attrs, { peripheries: "2", color: COLORS.boundary, penwidth: "2" });
+  }
+  return { ...attrs, label: lines.join("\n") };
+}
+
+function formatAttrs(/** @type {Record<string, string>} */ attrs) {
+  return Object.entries(attrs).map(([k, v]) => `${k}="${escapeDot(v)}"`).join(" ");
+}
+
+/**
+ * DOT text for a visible graph. Node names are generated (n0, k0, ...); user strings only
+ * appear escaped inside quoted labels.
+ * @param {Index} index
+ * @param {VisibleGraph} graph
+ * @param {{rankdir?: string, large_graph_threshold?: number}} [options]
+ */
+export function toDot(index, graph, options = {}) {
+  const large = graph.nodeCount > (options.large_graph_threshold ?? 150);
+  const out = ["digraph G {"];
+  const graphAttrs = { rankdir: options.rankdir || "TB", fontname: "Helvetica", fontsize: "11",
+    nodesep: "0.25", ranksep: "0.35", outputorder: "edgesfirst" };
+  if (large) Object.assign(graphAttrs, { nslimit: "1", nslimit1: "1", mclimit: "0.1", splines: "line" });
+  out.push(`graph [${formatAttrs(graphAttrs)}];`);
+  out.push(`node [fontname="Helvetica" fontsize="10" height="0.3" margin="0.08,0.03"];`);
+  out.push(`edge [color="${COLORS.edge}" arrowsize="0.6"];`);
+  /** @type {Map<string|null, string[]>} lines per visible cluster (null = root) */
+  const body = new Map([[null, []]]);
+  const parentOf = (/** @type {string|null} */ clusterId) => {
+    // innermost visible cluster at or above clusterId
+    for (const id of clusterChain(index.clusters, clusterId)) {
+      if (graph.clusterToDot.has(id) && graph.clusterToDot.get(id)?.startsWith("s")) return id;
+    }
+    return null;
+  };
+  const push = (/** @type {string|null} */ clusterId, /** @type {string} */ line) => {
+    const key = parentOf(clusterId);
+    if (!body.has(key)) body.set(key, []);
+    body.get(key)?.push(line);
+  };
+  for (const item of graph.items) {
+    if (item.node) {
+      push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(nodeAttrs(index, item.node))}];`);
+    } else if (item.cluster) {
+      const size = index.clusterSize.get(item.cluster.id) || 0;
+      const attrs = { shape: "box3d", style: "filled", fillcolor: COLORS.collapsed, color: "#777777",
+        label: `${truncate(item.cluster.label)}\n${size} eqns ▸` };
+      push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(attrs)}];`);
+    }
+  }
+  const emitCluster = (/** @type {string|null} */ clusterId, /** @type {string} */ indent) => {
+    const lines = [];
+    for (const c of index.clusters.values()) {
+      if ((c.parent || null) !== clusterId) continue;
+      const dotId = graph.clusterToDot.get(c.id);
+      if (!dotId || !dotId.startsWith("s")) continue;
+      const attrs = c.kind === "group"
+        ? { style: "filled,rounded", fillcolor: COLORS.groupFill, color: COLORS.groupBorder, penwidth: "1.5" }
+        : { style: "dashed,rounded", color: "#888888" };
+      lines.push(`${indent}subgraph cluster_${dotId} {`);
+      lines.push(`${indent}  id="${dotId}"; ${Object.entries({ ...attrs, label: truncate(c.label, 60) })
+        .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="10";`);
+      for (const line of body.get(c.id) || []) lines.push(`${indent}  ${line}`);
+      lines.push(...emitCluster(c.id, indent + "  "));
+      lines.push(`${indent}}`);
+    }
+    return lines;
+  };
+  out.push(...(body.get(null) || []));
+  out.push(...emitCluster(null, ""));
+  const a = index.annotations;
+  for (const e of graph.edges) {
+    const attrs = {};
+    if (e.vmIds.some((id) => a.sliceEdges.has(id))) Object.assign(attrs, { color: COLORS.slice, penwidth: "2" });
+    else if (e.vmIds.some((id) => a.transitionEdges.has(id))) Object.assign(attrs, { color: COLORS.transition, penwidth: "1.6" });
+    else if (e.vmIds.some((id) => a.readoutEdges.has(id))) Object.assign(attrs, { color: COLORS.readout, style: "dashed", penwidth: "1.6" });
+    if (e.vmIds.length > 1) attrs.label = `×${e.vmIds.length}`;
+    out.push(`${e.source} -> ${e.target} [id="${e.dotId}" ${formatAttrs(attrs)}];`);
+  }
+  out.push("}");
+  return { dot: out.join("\n"), large };
+}
+
+/** Tooltip text (plain; the caller sets it with textContent) for a DOT id. */
+export function tooltipFor(/** @type {Index} */ index, /** @type {VisibleGraph} */ graph, /** @type {string} */ dotId) {
+  const ref = graph.dotToVm.get(dotId);
+  if (!ref) return "";
+  if (ref.type === "node") {
+    const n = index.nodes.get(ref.id);
+    if (!n) return "";
+    const avals = `${(n.in_avals || []).join(", ")} → ${(n.out_avals || []).join(", ")}`;
+    return [n.primitive || n.kind, n.weight_path, n.hidden_path, avals, n.source].filter(Boolean).join("\n");
+  }
+  if (ref.type === "edge") {
+    const entry = graph.edges.find((e) => e.dotId === dotId);
+    return (entry ? entry.vmIds : [ref.id]).map((id) => {
+      const e = index.edges.get(id);
+      return e ? `${e.var ?? ""}: ${e.aval ?? ""}` : "";
+    }).join("\n");
+  }
+  const c = index.clusters.get(ref.id);
+  return c ? `${c.label} (${index.clusterSize.get(c.id) || 0} nodes)${dotId.startsWith("k") ? " — click to expand" : ""}` : "";
+}

@@ -1,0 +1,368 @@
+// @ts-check
+/**
+ * etp_viz explorer front end (anywidget ESM entry).
+ *
+ * The Python side is `Explorer` in etp_viz/explorer/widget.py; its synced traits are mirrored
+ * by `WidgetTraits` in ./types.js. Traits are the source of truth: everything shown here is
+ * derived from `view_model`, `expanded`, `selected`, `highlight` and `options`, so the view can
+ * be rebuilt without a kernel (saved HTML, nbviewer-less reloads).
+ */
+import css from "./style.css";
+import { h, fill } from "./dom.js";
+import { indexViewModel, visibleGraph, toDot, layoutKey, expandedToShow, tooltipFor } from "./graph.js";
+import { highlightSets, highlightDotIds } from "./highlight.js";
+import { search } from "./search.js";
+import { LayoutClient } from "./layout.js";
+import { GraphView } from "./view.js";
+import { legendPanel, weightsPanel, groupsPanel, diagnosticsPanel, inspectorPanel } from "./panels.js";
+import { LivePanels, decodeFloat32 } from "./live.js";
+
+/** @typedef {import("./types.js").Selection} Selection */
+
+/**
+ * @typedef {object} AnyModel  The slice of the anywidget model API used here.
+ * @property {(name: string) => any} get
+ * @property {(name: string, value: any) => void} set
+ * @property {() => void} save_changes
+ * @property {(event: string, cb: Function) => void} on
+ * @property {(event: string, cb: Function) => void} off
+ * @property {(content: any, callbacks?: any, buffers?: any[]) => void} send
+ */
+
+const REQUEST_TIMEOUT_MS = 15000;
+
+export class ExplorerApp {
+  /** @param {AnyModel} model @param {HTMLElement} el */
+  constructor(model, el) {
+    this.model = model;
+    this.el = el;
+    this.layout = new LayoutClient();
+    /** @type {{key: string, nodes: number, cached: boolean, dotMs: number, layoutMs: number, workerMs: number, mountMs: number, totalMs: number}[]} */
+    this.timings = [];
+    this.generation = 0;
+    this.requests = new Map();
+    this.nextRequest = 1;
+    this.index = null;
+    this.graph = null;
+    this.listeners = [];
+    this.buildDom();
+    this.listen("change:view_model", () => this.rebuild());
+    this.listen("change:expanded", () => this.relayout());
+    this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
+    this.listen("change:highlight", () => this.applyHighlight(true));
+    this.listen("change:selected", () => this.renderPanels());
+    this.listen("change:error", () => this.showPythonError());
+    this.listen("change:live_panels", () => this.guard(() => this.live.setPanels(model.get("live_panels") || [])));
+    this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
+    this.applyOptions();
+    this.guard(() => this.live.setPanels(model.get("live_panels") || []));
+    this.showPythonError();
+    this.layout.warm();
+    this.rebuild();
+  }
+
+  /** @param {string} event @param {Function} cb */
+  listen(event, cb) {
+    this.model.on(event, cb);
+    this.listeners.push([event, cb]);
+  }
+
+  buildDom() {
+    const style = h("style", {}, css);
+    this.searchInput = /** @type {HTMLInputElement} */ (h("input", { class: "etp-search", type: "search",
+      placeholder: "search (regex): primitive, var, weight, state", "aria-label": "search" }));
+    this.searchInput.addEventListener("input", () => this.guard(() => this.runSearch()));
+    this.searchInput.addEventListener("keydown", (e) => { if (e.key === "Enter") this.guard(() => this.jumpToFirstResult()); });
+    this.titleEl = h("span", { class: "etp-title" });
+    this.statusEl = h("span", { class: "etp-status-text" });
+    const button = (/** @type {string} */ label, /** @type {string} */ action, /** @type {() => void} */ fn) =>
+      h("button", { class: "etp-button", "data-action": action, title: label, onclick: () => this.guard(fn) }, label);
+    const toolbar = h("div", { class: "etp-toolbar" }, this.titleEl, this.searchInput,
+      button("Fit", "fit", () => this.view.fit()),
+      button("+", "zoom-in", () => this.view.zoom(1.25)),
+      button("−", "zoom-out", () => this.view.zoom(0.8)),
+      button("Collapse all", "collapse-all", () => this.setExpanded([])),
+      button("Export SVG", "export-svg", () => this.downloadSvg()),
+      this.statusEl);
+    this.graphPane = h("div", { class: "etp-graph-pane" });
+    this.loadingEl = h("div", { class: "etp-loading" }, "laying out…");
+    this.graphPane.append(this.loadingEl);
+    this.view = new GraphView(this.graphPane, {
+      onClick: (dotId) => this.guard(() => this.onGraphClick(dotId)),
+      onBackground: () => this.guard(() => this.select({})),
+    });
+    const section = (/** @type {string} */ name, /** @type {string} */ title, open = true) => {
+      const body = h("div", { "data-panel-body": name });
+      return [h("details", { class: "etp-section", "data-panel": name, open }, h("summary", {}, title), body), body];
+    };
+    const [searchSec, searchBody] = section("search", "Search results");
+    const [inspSec, inspBody] = section("inspector", "Inspector");
+    const [wSec, wBody] = section("weights", "Weights");
+    const [gSec, gBody] = section("groups", "Groups");
+    const [dSec, dBody] = section("diagnostics", "Diagnostics", false);
+    const [lSec, lBody] = section("legend", "Legend");
+    searchSec.hidden = true;
+    this.sections = { search: searchSec, inspector: inspSec, weights: wSec, groups: gSec, diagnostics: dSec, legend: lSec };
+    this.bodies = { search: searchBody, inspector: inspBody, weights: wBody, groups: gBody, diagnostics: dBody, legend: lBody };
+    this.side = h("div", { class: "etp-side" }, searchSec, inspSec, wSec, gSec, dSec, lSec);
+    this.errorEl = h("div", { class: "etp-error", role: "alert", hidden: true });
+    // The live region: its own element and API (LivePanels), filled by the live session.
+    this.liveEl = h("div", { class: "etp-live", "data-region": "live", hidden: true });
+    this.live = new LivePanels(this.liveEl);
+    this.root = h("div", { class: "etp-explorer" }, style, toolbar,
+      h("div", { class: "etp-main" }, this.graphPane, this.side), this.liveEl, this.errorEl);
+    this.el.append(this.root);
+  }
+
+  applyOptions() {
+    const options = this.model.get("options") || {};
+    this.root.style.height = `${Number(options.height) || 600}px`;
+    const panels = options.panels;
+    if (Array.isArray(panels)) {
+      for (const [name, sec] of Object.entries(this.sections)) if (name !== "search") sec.hidden = !panels.includes(name);
+    }
+  }
+
+  /** Run `fn`, showing any error in the widget instead of dying. */
+  guard(/** @type {() => any} */ fn) {
+    try {
+      const result = fn();
+      if (result && typeof result.catch === "function") result.catch((/** @type {any} */ e) => this.showError(e));
+      return result;
+    } catch (error) {
+      this.showError(error);
+      return undefined;
+    }
+  }
+
+  showError(/** @type {any} */ error, source = "front end") {
+    const message = error && error.message ? error.message : String(error);
+    this.lastError = message;
+    fill(this.errorEl, [`${source}: ${message}`, h("button", { class: "etp-button", onclick: () => { this.errorEl.hidden = true; } }, "dismiss")]);
+    this.errorEl.hidden = false;
+    if (source === "front end") {
+      try { this.model.send({ type: "frontend_error", message }); } catch { /* no kernel */ }
+    }
+  }
+
+  showPythonError() {
+    const error = this.model.get("error");
+    if (error) this.showError(error, "python");
+  }
+
+  rebuild() {
+    this.guard(() => {
+      const vm = this.model.get("view_model");
+      this.index = vm ? indexViewModel(vm) : null;
+      this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
+      if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
+      this.renderPanels();
+      return this.relayout();
+    });
+  }
+
+  expanded() {
+    return new Set(/** @type {string[]} */ (this.model.get("expanded") || []));
+  }
+
+  /** Lay out the current expansion state (cached) and mount it. */
+  async relayout() {
+    if (!this.index) return;
+    const generation = ++this.generation;
+    const start = performance.now();
+    const options = this.model.get("options") || {};
+    const graph = visibleGraph(this.index, this.expanded(), options);
+    const key = layoutKey(graph.expanded, options);
+    const cached = this.layout.cache.has(key);
+    const { dot } = toDot(this.index, graph, options);
+    const dotDone = performance.now();
+    this.statusEl.textContent = `laying out ${graph.nodeCount} nodes…`;
+    this.loadingEl.hidden = false;
+    let result;
+    try {
+      result = await this.layout.layout(key, dot);
+    } catch (error) {
+      if (generation === this.generation) { this.loadingEl.hidden = true; this.statusEl.textContent = "layout failed"; }
+      throw error;
+    }
+    if (generation !== this.generation) return;
+    const layoutDone = performance.now();
+    this.graph = graph;
+    this.view.setSvg(result.svg, (dotId) => this.index ? tooltipFor(this.index, graph, dotId) : "");
+    this.applyHighlight(false);
+    this.loadingEl.hidden = true;
+    const end = performance.now();
+    this.statusEl.textContent = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`;
+    this.timings.push({ key, nodes: graph.nodeCount, cached, dotMs: dotDone - start, layoutMs: layoutDone - dotDone,
+      workerMs: result.ms, mountMs: end - layoutDone, totalMs: end - start });
+    this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
+  }
+
+  applyHighlight(centre = false) {
+    if (!this.index || !this.graph) return;
+    const sets = highlightSets(this.index, this.model.get("highlight"));
+    const classes = highlightDotIds(sets, this.graph);
+    this.view.highlight(classes);
+    if (centre && classes.size) this.view.center([...classes.keys()].filter((id) => !id.startsWith("x") && !id.startsWith("s")));
+  }
+
+  renderPanels() {
+    const index = this.index;
+    if (!index) return;
+    const selected = this.model.get("selected") || {};
+    const select = (/** @type {Selection} */ s) => this.guard(() => this.select(s, true));
+    fill(this.bodies.weights, [weightsPanel(index, selected, select)]);
+    fill(this.bodies.groups, [groupsPanel(index, selected, select)]);
+    fill(this.bodies.diagnostics, [diagnosticsPanel(index, selected, select)]);
+    fill(this.bodies.inspector, [inspectorPanel(index, selected, {
+      expanded: this.expanded(),
+      expand: (id) => this.guard(() => this.setExpanded([...this.expanded(), id])),
+      collapse: (id) => this.guard(() => this.collapse(id)),
+    })]);
+  }
+
+  /**
+   * Select something: sets `selected` and `highlight` (both synced to Python). With `jump`,
+   * expands the clusters hiding the nodes it names and centres on them.
+   * @param {Selection} selection
+   */
+  select(selection, jump = false) {
+    let expanded = [...this.expanded()];
+    if (jump && this.index && selection.kind === "diagnostic") {
+      const d = this.index.diagnostics.get(String(selection.id));
+      for (const id of (d && d.node_ids) || []) expanded = expandedToShow(this.index, id, expanded);
+    } else if (jump && this.index && selection.kind === "node") {
+      expanded = expandedToShow(this.index, String(selection.id), expanded);
+    }
+    this.model.set("selected", selection);
+    this.model.set("highlight", selection);
+    if (expanded.length !== this.expanded().size) this.model.set("expanded", expanded);
+    this.model.save_changes();
+  }
+
+  /** @param {string[]} ids */
+  setExpanded(ids) {
+    this.model.set("expanded", [...new Set(ids)]);
+    this.model.save_changes();
+  }
+
+  collapse(/** @type {string} */ id) {
+    if (!this.index) return;
+    // collapsing a cluster also forgets expansions inside it
+    const inside = (/** @type {string} */ c) => {
+      for (let p = this.index?.clusters.get(c)?.parent; p; p = this.index?.clusters.get(p)?.parent) if (p === id) return true;
+      return false;
+    };
+    this.setExpanded([...this.expanded()].filter((c) => c !== id && !inside(c)));
+  }
+
+  onGraphClick(/** @type {string} */ dotId) {
+    if (!this.graph) return;
+    const ref = this.graph.dotToVm.get(dotId);
+    if (!ref) return;
+    if (ref.type === "cluster" && dotId.startsWith("k")) {
+      this.model.set("selected", { kind: "cluster", id: ref.id });
+      this.setExpanded([...this.expanded(), ref.id]);
+      return;
+    }
+    this.select({ kind: /** @type {any} */ (ref.type), id: ref.id });
+  }
+
+  runSearch() {
+    const pattern = this.searchInput.value;
+    const section = this.sections.search;
+    this.searchInput.classList.remove("invalid");
+    if (!pattern || !this.index) { section.hidden = true; this.view.highlight(new Map()); return; }
+    let results;
+    try {
+      results = search(this.index, pattern);
+    } catch (error) {
+      this.searchInput.classList.add("invalid");
+      fill(this.bodies.search, [h("div", { class: "etp-dim" }, `invalid regular expression: ${/** @type {any} */ (error).message}`)]);
+      section.hidden = false;
+      return;
+    }
+    this.searchResults = results;
+    section.hidden = false;
+    fill(this.bodies.search, [h("div", { class: "etp-results" },
+      results.length ? results.map((r) => h("div", { class: "etp-row", "data-result": `${r.kind}:${r.id}`,
+        onclick: () => this.guard(() => this.jumpTo(r)) }, r.text)) : [h("div", { class: "etp-dim" }, "no match")])]);
+  }
+
+  jumpToFirstResult() {
+    if (this.searchResults && this.searchResults.length) this.jumpTo(this.searchResults[0]);
+  }
+
+  /** @param {import("./search.js").SearchResult} result */
+  jumpTo(result) {
+    if (result.kind === "weight" || result.kind === "group") this.select({ kind: result.kind, id: result.id }, true);
+    else if (result.node) this.select({ kind: "node", id: result.node }, true);
+  }
+
+  exportSvg() {
+    return this.view.exportSvg();
+  }
+
+  downloadSvg() {
+    const text = this.exportSvg();
+    if (!text) throw new Error("nothing to export yet");
+    const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
+    const a = h("a", { href: url, download: `${this.index ? this.index.vm.title || "graph" : "graph"}.svg` });
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  /**
+   * A request to Python (custom message with an id; the reply carries the same id and
+   * either `result` or `error`).
+   * @param {string} method
+   * @param {any} [params]
+   */
+  request(method, params = {}) {
+    const id = this.nextRequest++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => { this.requests.delete(id); reject(new Error(`no reply to '${method}' (is the kernel running?)`)); }, REQUEST_TIMEOUT_MS);
+      this.requests.set(id, { resolve, reject, timer });
+      this.model.send({ type: "request", id, method, params });
+    });
+  }
+
+  /** @param {any} msg @param {any[]} buffers */
+  onMessage(msg, buffers) {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "response") {
+      const entry = this.requests.get(msg.id);
+      if (!entry) return;
+      this.requests.delete(msg.id);
+      clearTimeout(entry.timer);
+      if (msg.error) { entry.reject(new Error(msg.error)); this.showError(msg.error, "python"); }
+      else entry.resolve(msg.result);
+    } else if (msg.type === "live") {
+      if (!buffers || !buffers.length) throw new Error(`live message '${msg.name}' without a buffer`);
+      this.live.update(msg.name, decodeFloat32(buffers[0]), msg.shape);
+    } else if (msg.type === "error") {
+      this.showError(msg.message, "python");
+    }
+  }
+
+  dispose() {
+    for (const [event, cb] of this.listeners) this.model.off(event, cb);
+    for (const entry of this.requests.values()) clearTimeout(entry.timer);
+    this.layout.dispose();
+  }
+}
+
+/** anywidget entry point. */
+function render({ model, el }) {
+  let app;
+  try {
+    app = new ExplorerApp(model, el);
+  } catch (error) {
+    el.append(h("div", { class: "etp-error" }, `etp_viz explorer failed to start: ${error && error.message ? error.message : error}`));
+    return () => {};
+  }
+  Object.defineProperty(el, "etpExplorer", { value: app, configurable: true });
+  return () => app.dispose();
+}
+
+export default { render };

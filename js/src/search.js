@@ -1,0 +1,40 @@
+// @ts-check
+/** Regex search over primitives, labels, var names, weight and state paths. Pure. */
+
+/** @typedef {{kind: string, id: string, node: string | null, text: string}} SearchResult */
+
+/**
+ * @param {import("./graph.js").Index} index
+ * @param {string} pattern  a JavaScript regular expression (case-insensitive)
+ * @param {number} [limit]
+ * @returns {SearchResult[]}  throws SyntaxError for an invalid pattern
+ */
+export function search(index, pattern, limit = 200) {
+  if (!pattern) return [];
+  const re = new RegExp(pattern, "i");
+  /** @type {SearchResult[]} */
+  const results = [];
+  const seen = new Set();
+  const hit = (/** @type {SearchResult} */ r) => {
+    const key = `${r.kind}:${r.id}`;
+    if (seen.has(key) || results.length >= limit) return;
+    seen.add(key);
+    results.push(r);
+  };
+  for (const w of index.weights.values()) {
+    if (re.test(w.path)) hit({ kind: "weight", id: w.path, node: (w.node_ids || []).find((n) => index.nodes.get(n)?.kind !== "param") || null, text: `weight ${w.path} (${w.status})` });
+  }
+  for (const g of index.groups.values()) {
+    if ((g.hidden_paths || []).some((p) => re.test(p))) hit({ kind: "group", id: String(g.index), node: (g.transition_nodes || [])[0] || null, text: `group ${g.index}: ${(g.hidden_paths || []).join(", ")}` });
+  }
+  for (const n of index.vm.nodes) {
+    const fields = [n.primitive, n.label, n.weight_path, n.hidden_path].filter((f) => f != null);
+    if (fields.some((f) => re.test(String(f)))) {
+      hit({ kind: "node", id: n.id, node: n.id, text: `${n.id} ${n.primitive || n.kind} ${n.weight_path || n.hidden_path || ""}`.trim() });
+    }
+  }
+  for (const e of index.vm.edges) {
+    if (e.var != null && re.test(String(e.var))) hit({ kind: "edge", id: e.id, node: e.target, text: `var ${e.var}: ${e.aval || ""} (${e.source} → ${e.target})` });
+  }
+  return results;
+}
