@@ -1,0 +1,94 @@
+"""What a live session can measure on an algorithm, decided once, computed inside the step.
+
+The probe reads the engine through public objects only: the algorithm's ``param_states`` and,
+for the eligibility traces, the algorithm's own states that are not model states (every trace
+is a ``brainstate.State`` owned by the algorithm). Quantities that the algorithm does not expose
+are listed in :attr:`Probe.unavailable` instead of being made up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brainstate
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Probe", "path_name", "tree_norm"]
+
+
+def path_name(path: Any) -> str:
+    """``('rnn', 'W')`` → ``'rnn.W'`` (the weight-path spelling used everywhere in the UI)."""
+    if isinstance(path, tuple):
+        return ".".join(str(p) for p in path)
+    return str(path)
+
+
+def tree_norm(tree: Any) -> jax.Array:
+    """Euclidean norm over every leaf of a pytree (0 for an empty tree)."""
+    leaves = [jnp.asarray(leaf) for leaf in jax.tree.leaves(tree)]
+    if not leaves:
+        return jnp.zeros((), jnp.float32)
+    return jnp.sqrt(sum(jnp.sum(jnp.abs(leaf).astype(jnp.float32) ** 2) for leaf in leaves))
+
+
+def _states_of(node: Any) -> dict[str, Any]:
+    try:
+        return {path_name(p): s for p, s in node.states().items()}
+    except Exception:  # noqa: BLE001 - not a brainstate module: no states to read
+        return {}
+
+
+def _trace_kind(name: str) -> str:
+    """ES-D-RTRL keeps an input-side (x) and an output-side (f) trace per relation."""
+    tail = name.rsplit(".", 1)[-1].lower()
+    if tail in ("x", "etrace_x", "eps_x", "xs") or tail.endswith("_x"):
+        return "trace_x"
+    if tail in ("f", "df", "etrace_f", "eps_f", "dfs") or tail.endswith("_f"):
+        return "trace_f"
+    return "trace"
+
+
+class Probe:
+    """Decides the per-step metric names for one algorithm and computes them in the step.
+
+    Parameters
+    ----------
+    algorithm : object
+        The compiled algorithm (``param_states``, ``__call__``).
+    model : brainstate.nn.Module
+        The model it trains (its states are not traces).
+    """
+
+    def __init__(self, algorithm: Any, model: Any) -> None:
+        self.param_states = {path_name(p): s for p, s in dict(algorithm.param_states).items()}
+        model_ids = {id(s) for s in _states_of(model).values()}
+        self.trace_states = {
+            name: state
+            for name, state in _states_of(algorithm).items()
+            if id(state) not in model_ids and not isinstance(state, brainstate.ParamState)
+        }
+        self.unavailable: list[str] = []
+        if not self.trace_states:
+            self.unavailable.append("trace magnitudes (the algorithm holds no trace states)")
+        self.unavailable.append("dh/dy and dh/dh heatmaps (not exposed by etp_viz.learn yet)")
+
+    def spec(self) -> dict[str, tuple[int, ...]]:
+        """Metric name → per-step shape."""
+        spec: dict[str, tuple[int, ...]] = {"loss": ()}
+        for name in self.trace_states:
+            spec[f"{_trace_kind(name)}/{name}"] = ()
+        for name in self.param_states:
+            spec[f"grad_norm/{name}"] = ()
+            spec[f"update_norm/{name}"] = ()
+        return spec
+
+    def metrics(self, loss: Any, grads: dict[str, Any], updates: dict[str, Any]) -> dict:
+        """The row for this step (traceable)."""
+        row = {"loss": jnp.asarray(loss, jnp.float32).reshape(())}
+        for name, state in self.trace_states.items():
+            row[f"{_trace_kind(name)}/{name}"] = tree_norm(state.value)
+        for name in self.param_states:
+            row[f"grad_norm/{name}"] = tree_norm(grads[name])
+            row[f"update_norm/{name}"] = tree_norm(updates[name])
+        return row

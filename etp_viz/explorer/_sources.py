@@ -1,0 +1,193 @@
+"""Where a live session gets its data, loss, optimizer and algorithm from (option plumbing).
+
+Everything here turns a user's option into one small callable, and wraps user code so that an
+exception in it becomes a :class:`UserCodeError` naming the function and the step.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import jax.numpy as jnp
+
+__all__ = [
+    "ALGORITHM_NAMES",
+    "DataSource",
+    "UserCodeError",
+    "build_algorithm",
+    "build_optimizer",
+    "resolve_loss",
+]
+
+#: Algorithm names accepted by ``show(..., algorithm=...)``.
+ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl")
+
+
+class UserCodeError(RuntimeError):
+    """An exception raised inside a user's data or loss function; the session stays usable.
+
+    Attributes
+    ----------
+    where : str
+        ``"data"`` or ``"loss"``.
+    step : int
+        The step being computed.
+    """
+
+    def __init__(self, where: str, step: int, cause: BaseException) -> None:
+        self.where = where
+        self.step = step
+        fix = {
+            "data": "fix the data function/iterable and call `session.set_data(...)`",
+            "loss": "fix the loss and call `session.set_loss(new_loss)`",
+        }[where]
+        super().__init__(
+            f"The {where} function raised {type(cause).__name__} at step {step}: {cause}\n"
+            f"Nothing from this step was applied; the session is paused and usable. To go on, "
+            f"{fix}, then step again."
+        )
+
+
+class DataSource:
+    """Gives ``(x_t, y_t)`` for step ``t`` from a task, a function of the step, or an iterable.
+
+    Examples
+    --------
+    >>> source = DataSource(lambda t: (t, 2 * t))
+    >>> source(3)
+    (3, 6)
+    >>> source = DataSource([(1, 2), (3, 4)])
+    >>> source(0), source(1)
+    ((1, 2), (3, 4))
+    """
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+        self.kind = self._kind_of(data)
+        self._iterator = None
+        self._next_step = 0
+
+    @staticmethod
+    def _kind_of(data: Any) -> str:
+        if hasattr(data, "step_data"):
+            return "task"
+        if callable(data):
+            return "function"
+        if isinstance(data, Iterable):
+            return "iterable"
+        raise TypeError(
+            "`data` must be a teaching task (etp_viz.tasks.*), a function `t -> (x_t, y_t)` or "
+            f"an iterable of `(x_t, y_t)` pairs; got {type(data).__name__}.\n"
+            "Example: show(model, x, data=lambda t: (xs[t % len(xs)], ys[t % len(ys)]))"
+        )
+
+    def restart(self) -> None:
+        """Go back to step 0 (an iterator that cannot be restarted keeps going)."""
+        self._iterator = None
+        self._next_step = 0
+
+    def __call__(self, step: int) -> tuple[Any, Any]:
+        try:
+            if self.kind == "task":
+                pair = self.data.step_data(step)
+            elif self.kind == "function":
+                pair = self.data(step)
+            else:
+                pair = self._from_iterable(step)
+            x_t, y_t = pair
+        except StopIteration as error:
+            raise UserCodeError("data", step, RuntimeError("the data iterable is exhausted")) from (
+                error
+            )
+        except Exception as error:  # noqa: BLE001 - any user failure is reported, not fatal
+            raise UserCodeError("data", step, error) from error
+        return x_t, y_t
+
+    def _from_iterable(self, step: int) -> Any:
+        if self._iterator is None:
+            self._iterator = iter(self.data)
+            self._next_step = 0
+        while self._next_step < step:  # after a reset of a one-shot iterator: skip ahead
+            next(self._iterator)
+            self._next_step += 1
+        self._next_step += 1
+        return next(self._iterator)
+
+
+def mse_loss(output: Any, target: Any) -> Any:
+    """Mean squared error between the model output and the target (the default loss)."""
+    return jnp.mean((jnp.asarray(output) - jnp.asarray(target)) ** 2)
+
+
+def resolve_loss(loss: Callable | None, task: Any) -> Callable:
+    """The user's loss, else the task's ``loss``, else MSE; checked to take two arguments."""
+    if loss is None:
+        loss = getattr(task, "loss", None) if task is not None else None
+    if loss is None:
+        return mse_loss
+    if not callable(loss):
+        raise TypeError(f"`loss` must be a function `(output, target) -> scalar`, got {loss!r}.")
+    try:
+        inspect.signature(loss).bind(None, None)
+    except TypeError as error:
+        raise TypeError(
+            f"`loss` must accept two arguments `(output, target)`: {error}. "
+            "Example: loss=lambda out, y: jnp.mean((out - y) ** 2)"
+        ) from None
+    except ValueError:  # builtins without a signature
+        pass
+    return loss
+
+
+def build_optimizer(optimizer: Any, learning_rate: float) -> Any:
+    """An optax ``GradientTransformation``: the user's, or ``optax.sgd(learning_rate)``."""
+    import optax
+
+    if optimizer is None:
+        return optax.sgd(learning_rate)
+    if isinstance(optimizer, str):
+        factory = getattr(optax, optimizer, None)
+        if factory is None:
+            raise ValueError(f"optax has no optimizer {optimizer!r}; e.g. 'sgd', 'adam'.")
+        return factory(learning_rate)
+    if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+        raise TypeError(
+            "`optimizer` must be an optax GradientTransformation (e.g. optax.adam(1e-3)) or the "
+            f"name of one ('sgd', 'adam'); got {optimizer!r}."
+        )
+    return optimizer
+
+
+def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
+    """``'d_rtrl'`` → ``D_RTRL(model)``; ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``;
+    an instance is used as is."""
+    if not isinstance(algorithm, str):
+        needed = ("compile_graph", "param_states")
+        missing = [name for name in needed if not hasattr(algorithm, name)]
+        if missing or not callable(algorithm):
+            raise TypeError(
+                f"`algorithm` must be one of {list(ALGORITHM_NAMES)} or an etp_viz algorithm "
+                f"instance (e.g. etp_viz.D_RTRL(model)); {type(algorithm).__name__} lacks "
+                f"{missing or ['__call__']}."
+            )
+        return algorithm
+    name = algorithm.lower().replace("-", "_")
+    if name not in ALGORITHM_NAMES:
+        raise ValueError(
+            f"Unknown algorithm {algorithm!r}. Valid names: {list(ALGORITHM_NAMES)}, or pass an "
+            "algorithm instance."
+        )
+    try:
+        from .. import learn
+    except ImportError as error:  # pragma: no cover - learn is part of the package
+        raise ImportError(f"etp_viz.learn could not be imported: {error}") from error
+    cls_name = {"d_rtrl": "D_RTRL", "es_d_rtrl": "ES_D_RTRL"}[name]
+    cls = getattr(learn, cls_name, None)
+    if cls is None:
+        raise ImportError(
+            f"etp_viz.learn does not provide {cls_name} in this installation, so a live "
+            "session cannot run. The static explorer (`etp_viz.show(model, x)`) still works."
+        )
+    return cls(model) if name == "d_rtrl" else cls(model, decay)

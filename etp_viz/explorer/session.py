@@ -1,0 +1,406 @@
+"""A live online-learning session: step an algorithm, record what moves, stay interruptible.
+
+``Session`` is the engine behind ``etp_viz.show(model, x, task=...)``'s Step/Run/Pause/Reset
+buttons, and it works on its own (no browser, no kernel):
+
+>>> session = Session(model, x0, algorithm="d_rtrl", data=task)      # doctest: +SKIP
+>>> session.step(10)                      # ten online steps, synchronously
+>>> session.run(500)                      # background thread; returns at once
+>>> session.pause()                       # honoured before the next step
+>>> session.history.loss[-5:]             # structured record (numpy)
+>>> session.save_history("run.npz")
+
+One step = one jitted call doing the forward + trace update, the online gradient, the optax
+update and the recorder write; nothing is copied to the host during a step. Every ``frame``
+(``steps_per_frame`` steps) the recorder's ring is pulled to the host once, appended to
+:attr:`Session.history`, and listeners (the widget) are told.
+
+Failures: a NaN/inf in the loss, a gradient, a weight change or a trace pauses the session and
+names the step and the quantities (:attr:`History.failure`); the weights keep their last finite
+values and the history before it is intact. An exception in the user's data or loss function is
+stored in :attr:`Session.error`, raised as :class:`UserCodeError` from :meth:`step`, and the
+session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import brainstate
+import jax
+import jax.numpy as jnp
+
+from ._probe import Probe
+from ._sources import (
+    DataSource,
+    UserCodeError,
+    build_algorithm,
+    build_optimizer,
+    resolve_loss,
+)
+from .history import History, load_history
+from .recorder import Recorder
+
+__all__ = ["SESSION_OPTIONS", "Session", "UserCodeError", "load_history"]
+
+#: Keyword options of :class:`Session` (and of ``show`` for a live run), with defaults.
+SESSION_OPTIONS: dict[str, Any] = {
+    "algorithm": "d_rtrl",
+    "task": None,
+    "data": None,
+    "loss": None,
+    "optimizer": None,
+    "learning_rate": 1e-2,
+    "decay": 0.9,
+    "steps_per_frame": 20,
+    "capacity": 1024,
+    "fidelity_every": 0,
+    "fidelity_window": 20,
+}
+
+
+def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> None:
+    """Reject unknown keywords, listing the valid ones (shared with ``show``)."""
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise TypeError(
+            f"{where}() got unknown option(s) {unknown}. Valid options: {sorted(valid)}."
+        )
+
+
+def _tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
+
+
+class Session:
+    """Online learning of ``model`` on a data stream, with on-device recording.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+        The network (states initialised, or initialised here with ``init_all_states``).
+    x : array
+        An example input of one step (used to compile the ETrace graph).
+    algorithm : {'d_rtrl', 'es_d_rtrl'} or algorithm instance
+        The online learner (``etp_viz.D_RTRL`` / ``etp_viz.ES_D_RTRL``).
+    task : teaching task, optional
+        ``etp_viz.tasks.*``: gives the data (``step_data(t)``) and the loss.
+    data : callable or iterable, optional
+        ``t -> (x_t, y_t)`` or an iterable of pairs (instead of ``task``).
+    loss : callable, optional
+        ``(output, target) -> scalar``; default: the task's loss, else MSE.
+    optimizer : optax.GradientTransformation or str, optional
+        Default ``optax.sgd(learning_rate)``.
+    learning_rate : float
+        Used when ``optimizer`` is None or a name.
+    decay : float, int or pair
+        ES-D-RTRL's ``decay_or_rank``.
+    steps_per_frame : int
+        Steps between two host syncs (one transfer of the recorder ring per frame).
+    capacity : int
+        Rows of the on-device ring buffers (≥ ``steps_per_frame``).
+    fidelity_every, fidelity_window : int
+        Every K steps (0: never) compare the online gradient with BPTT over the last window.
+    """
+
+    def __init__(self, model: Any, x: Any, **options: Any) -> None:
+        check_options(options, SESSION_OPTIONS, "Session")
+        opts = {**SESSION_OPTIONS, **options}
+        if opts["task"] is not None and opts["data"] is not None:
+            raise ValueError("Give either `task` or `data`, not both.")
+        source = opts["data"] if opts["data"] is not None else opts["task"]
+        if source is None:
+            raise ValueError(
+                "A live session needs data: `task=etp_viz.tasks.SineRegression()` or "
+                "`data=lambda t: (x_t, y_t)`."
+            )
+        self.model = model
+        self.example_input = x
+        self.options = opts
+        self.data = DataSource(source)
+        self.loss_fn = resolve_loss(opts["loss"], opts["task"])
+        self.optimizer = build_optimizer(opts["optimizer"], opts["learning_rate"])
+        self.steps_per_frame = int(opts["steps_per_frame"])
+        if not any(True for _ in model.states(brainstate.HiddenState).values()):
+            brainstate.nn.init_all_states(model)
+        self.algorithm = build_algorithm(model, opts["algorithm"], opts["decay"])
+        self.algorithm.compile_graph(x)
+        self.probe = Probe(self.algorithm, model)
+        self.params = self.probe.param_states
+        capacity = max(int(opts["capacity"]), self.steps_per_frame)
+        self.recorder = Recorder(self.probe.spec(), capacity=capacity)
+        self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
+        self._lock = threading.RLock()
+        self._pause_requested = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[Session, str], None]] = []
+        self._jit_step = None
+        self.history = History(meta=self._meta())
+        self.error: str | None = None
+        self._fidelity = None
+        if int(opts["fidelity_every"]) > 0:
+            from ._fidelity import FidelityMeter
+
+            self._fidelity = FidelityMeter(self, int(opts["fidelity_window"]))
+        self._reset_counters()
+
+    # -- state -----------------------------------------------------------------------------
+    def _all_states(self) -> list[Any]:
+        states: dict[int, Any] = {}
+        for owner in (self.model, self.algorithm):
+            try:
+                for state in owner.states().values():
+                    states[id(state)] = state
+            except Exception:  # noqa: BLE001 - an instance without brainstate states
+                continue
+        return list(states.values())
+
+    def _reset_counters(self) -> None:
+        self.step_count = 0
+        self.ring = self.recorder.init()
+        param_values = {name: state.value for name, state in self.params.items()}
+        self.opt_state = self.optimizer.init(param_values)
+
+    def _meta(self) -> dict[str, Any]:
+        algorithm = self.options["algorithm"]
+        graph = getattr(self.algorithm, "graph", None)
+        return {
+            "algorithm": algorithm if isinstance(algorithm, str) else type(algorithm).__name__,
+            "task": type(self.data.data).__name__ if self.data.kind == "task" else self.data.kind,
+            "model": type(self.model).__name__,
+            "device": str(jax.devices()[0]),
+            "params": list(self.params),
+            "traces": list(self.probe.trace_states),
+            "unavailable": list(self.probe.unavailable),
+            "relations": len(getattr(graph, "relations", ()) or ()),
+            "steps_per_frame": self.steps_per_frame,
+        }
+
+    @property
+    def running(self) -> bool:
+        """True while a background :meth:`run` is going."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def halted(self) -> bool:
+        """True after a non-finite step (see ``history.failure``); :meth:`reset` clears it."""
+        return self.history.failure is not None
+
+    # -- listeners -------------------------------------------------------------------------
+    def observe(self, callback: Callable[[Session, str], None]) -> None:
+        """Call ``callback(session, event)`` after each frame (``event``: ``'frame'``,
+        ``'paused'``, ``'reset'``, ``'error'``, ``'failure'``, ``'started'``)."""
+        self._listeners.append(callback)
+
+    def _notify(self, event: str) -> None:
+        for callback in list(self._listeners):
+            callback(self, event)
+
+    # -- user code -------------------------------------------------------------------------
+    def set_loss(self, loss: Callable) -> None:
+        """Replace the loss (recompiles the step on the next call) and clear the error."""
+        with self._lock:
+            self.loss_fn = resolve_loss(loss, None)
+            self._jit_step = None
+            self.error = None
+
+    def set_data(self, data: Any) -> None:
+        """Replace the data source (the step counter goes on) and clear the error."""
+        with self._lock:
+            self.data = DataSource(data)
+            self.error = None
+
+    # -- the jitted step -------------------------------------------------------------------
+    def _build_step(self) -> Callable:
+        algorithm, params, probe = self.algorithm, self.params, self.probe
+        optimizer, recorder, user_loss = self.optimizer, self.recorder, self.loss_fn
+
+        def loss_of(x_t: Any, y_t: Any) -> Any:
+            output = algorithm(x_t)
+            try:
+                value = user_loss(output, y_t)
+            except Exception as error:  # noqa: BLE001 - reported to the user, not fatal
+                # Tracing happens on the first call, so `step_count` is the step that failed.
+                raise UserCodeError("loss", self.step_count, error) from error
+            return jnp.asarray(value).reshape(()), output
+
+        def step(ring: dict, opt_state: Any, x_t: Any, y_t: Any) -> tuple:
+            grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
+            grads, loss, _ = grad_fn(x_t, y_t)
+            old = {name: state.value for name, state in params.items()}
+            updates, new_opt_state = optimizer.update(grads, opt_state, old)
+            ring = recorder.write(ring, probe.metrics(loss, grads, updates))
+            keep = ~ring["halted"]
+            for name, state in params.items():
+                new_value = jax.tree.map(lambda p, u: p + u, old[name], updates[name])
+                state.value = _tree_where(keep, new_value, old[name])
+            return ring, _tree_where(keep, new_opt_state, opt_state)
+
+        return brainstate.transform.jit(step)
+
+    def _dispatch_one(self) -> None:
+        x_t, y_t = self.data(self.step_count)
+        if self._jit_step is None:
+            self._jit_step = self._build_step()
+        self.ring, self.opt_state = self._jit_step(self.ring, self.opt_state, x_t, y_t)
+        if self._fidelity is not None:
+            self._fidelity.observe(x_t, y_t)
+        self.step_count += 1
+
+    def _sync(self) -> None:
+        rows = self.recorder.drain(self.ring)
+        self.history.extend(rows.steps, rows.values)
+        if rows.failure is not None and self.history.failure is None:
+            names = ", ".join(rows.failure["quantities"])
+            self.history.failure = {
+                **rows.failure,
+                "message": (
+                    f"Step {rows.failure['step']} produced a non-finite value in: {names}. The "
+                    "run was paused; weights keep their last finite values and the history "
+                    "before this step is intact (save it with `save_history`). Lower the "
+                    "learning rate or check the inputs, then `reset()`."
+                ),
+            }
+            self._pause_requested.set()
+
+    def _frame(self, n_steps: int) -> int:
+        """Up to ``n_steps`` steps then one host sync; returns the steps done."""
+        done = 0
+        try:
+            while done < n_steps and not self._pause_requested.is_set():
+                self._dispatch_one()
+                done += 1
+                if self._fidelity is not None and self._fidelity.due(self.step_count):
+                    self._sync()
+                    if self.halted:
+                        break
+                    self._fidelity.measure(self.step_count)
+        except UserCodeError as error:
+            self.error = str(error)
+            self._pause_requested.set()
+            raise
+        finally:
+            self._sync()
+        return done
+
+    # -- public stepping -------------------------------------------------------------------
+    def step(self, n: int = 1) -> History:
+        """Run ``n`` online steps now (synchronously) and return the history.
+
+        Raises :class:`UserCodeError` when the data or loss function fails (the session stays
+        usable) and :class:`RuntimeError` when the session is halted on a non-finite value.
+        """
+        if self.running:
+            raise RuntimeError("A background run is going; call `pause()` first.")
+        self._check_not_halted()
+        with self._lock:
+            self._pause_requested.clear()
+            remaining = int(n)
+            try:
+                while remaining > 0 and not self._pause_requested.is_set():
+                    remaining -= self._frame(min(remaining, self.recorder.capacity))
+            except UserCodeError:
+                self._notify("error")
+                raise
+            self._notify("failure" if self.halted else "frame")
+        return self.history
+
+    def run(self, n_steps: int | None = None, background: bool = True) -> Session:
+        """Run ``n_steps`` steps (None: until :meth:`pause`), frame by frame.
+
+        With ``background=True`` (default) the loop runs in a daemon thread and this returns
+        at once; the kernel stays free to handle Pause. Errors end the run and are stored in
+        :attr:`error` / ``history.failure``.
+        """
+        if self.running:
+            raise RuntimeError("Already running; call `pause()` first.")
+        self._check_not_halted()
+        self._pause_requested.clear()
+        if not background:
+            self._run_loop(n_steps)
+            return self
+        self._thread = threading.Thread(target=self._run_loop, args=(n_steps,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _run_loop(self, n_steps: int | None) -> None:
+        self._notify("started")
+        done = 0
+        event = "paused"
+        with self._lock:
+            try:
+                while (n_steps is None or done < n_steps) and not self._pause_requested.is_set():
+                    todo = self.steps_per_frame
+                    if n_steps is not None:
+                        todo = min(todo, n_steps - done)
+                    done += self._frame(todo)
+                    self._notify("frame")
+            except UserCodeError:
+                event = "error"
+            except Exception as error:  # noqa: BLE001 - a background failure must be visible
+                self.error = f"{type(error).__name__}: {error}"
+                event = "error"
+        if self.halted:
+            event = "failure"
+        self._notify(event)
+
+    def pause(self, timeout: float | None = 30.0) -> None:
+        """Stop a run before its next step and wait until the current frame is synced."""
+        self._pause_requested.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until a background run finishes (useful in scripts and tests)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def reset(self) -> None:
+        """Restore the initial weights, hidden states and traces; clear history and errors."""
+        self.pause()
+        with self._lock:
+            for state, value in self._initial_values.values():
+                state.value = value
+            self._reset_counters()
+            self.data.restart()
+            self.history.clear()
+            self.error = None
+            if self._fidelity is not None:
+                self._fidelity.clear()
+        self._notify("reset")
+
+    def _check_not_halted(self) -> None:
+        if self.halted:
+            raise RuntimeError(self.history.failure["message"])
+
+    # -- saving ----------------------------------------------------------------------------
+    def save_history(self, path: str) -> None:
+        """Write :attr:`history` to ``path`` (``.npz``); read it with ``load_history``."""
+        self.history.save(path)
+
+    load_history = staticmethod(load_history)
+
+    def summary(self) -> str:
+        """A few lines: steps, last loss, failure, last fidelity."""
+        lines = [f"{self.history.meta['algorithm']} on {self.history.meta['task']}: "]
+        lines[0] += f"{self.history.num_steps} steps"
+        if self.history.num_steps:
+            lines.append(f"final loss {float(self.history.loss[-1]):.4g}")
+        if self.history.fidelity:
+            last = self.history.fidelity[-1]
+            lines.append(
+                f"fidelity at step {last['step']}: cosine {last['cosine']:.3f}, "
+                f"relative error {last['rel_error']:.3f}"
+            )
+        if self.history.failure:
+            lines.append(self.history.failure["message"])
+        if self.error:
+            lines.append(self.error)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else ("halted" if self.halted else "paused")
+        return f"<Session {self.history.meta['algorithm']} step={self.step_count} {state}>"
