@@ -247,7 +247,8 @@ class JaxprGraphBuilder:
         for i, eqn in enumerate(jaxpr.eqns):
             node_id = f"{prefix}e{i}" if top else f"{prefix}{i}"
             top_index = i if top else self.nodes[prefix.split("/")[0].split(".")[0]]["eqn_index"]
-            self._add_eqn_node(eqn, node_id, top_index, cluster)
+            own = f"c:{node_id}" if subjaxprs_of(eqn) else cluster  # owner sits in its cluster
+            self._add_eqn_node(eqn, node_id, top_index, own)
             if top:
                 self.eqn_node_ids.append(node_id)
             for atom in eqn.invars:
@@ -355,7 +356,12 @@ class JaxprGraphBuilder:
                         None, "", text, aval_text(atom.aval), Badge(text, "literal", "literal")
                     )
                 elif atom is not None and atom in outer_env:
-                    env[var] = outer_env[atom]
+                    outer = outer_env[atom]  # enters through the owner equation
+                    env[var] = (
+                        outer
+                        if outer.badge
+                        else dataclasses.replace(outer, node=node_id, aval=aval_text(var.aval))
+                    )
             counter = iter(range(1 << 62))
             self._add_level(inner, env, scope, cluster, counter)
             if _maps_outputs(eqn, sub_label, len(inner.outvars)):
@@ -363,7 +369,9 @@ class JaxprGraphBuilder:
                     source = env.get(inner_atom) if is_var(inner_atom) else None
                     if source is None or source.node is None or not source.node.startswith(scope):
                         continue
+                    outer_id = outer_env[outer_var].var_id if outer_var in outer_env else None
                     for target in outer_consumers.get(outer_var, ()):
+                        self.edges.pop(f"{outer_id}>{target}", None)  # leaves from inside now
                         self.add_edge(
                             f"{source.var_id}>{target}",
                             source.node,

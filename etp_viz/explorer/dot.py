@@ -47,33 +47,35 @@ _STATUS_FILL = {"online": "#c8e6c9", "exact": "#bbdefb", "not_learned": "#ffcdd2
 _HIGHLIGHT = "#d32f2f"
 
 
-def visible_nodes(vm: Any, expanded: Iterable[str] = ()) -> dict[str, Any]:
-    """Nodes drawn for this expansion state, by id (in the view model's order).
+def representatives(vm: Any, expanded: Iterable[str] = ()) -> dict[str, str]:
+    """Node id -> the id drawn for it in this expansion state.
 
-    A node inside a sub-jaxpr cluster is visible only when every enclosing ``subjaxpr``
-    cluster is expanded; an equation whose own cluster is expanded is replaced by it.
-    Parameter nodes without edges (their consumers carry badges) are not drawn.
+    An equation that owns a sub-jaxpr sits inside its own cluster as the entry node. A node
+    inside a collapsed ``subjaxpr`` cluster is drawn as the owner of the outermost collapsed
+    cluster around it; every other node is drawn as itself. Parameter nodes without edges
+    (their consumers carry badges) are not drawn.
     """
     expanded = set(expanded)
     clusters = {c.id: c for c in vm.clusters}
     with_edges = {e.source for e in vm.edges} | {e.target for e in vm.edges}
-
-    def shown(cluster_id: str | None) -> bool:
+    out: dict[str, str] = {}
+    for node in vm.nodes:
+        if node.kind == "param" and node.id not in with_edges:
+            continue
+        drawn, cluster_id = node.id, node.cluster
         while cluster_id is not None:
             cluster = clusters[cluster_id]
             if cluster.kind == "subjaxpr" and cluster.id not in expanded:
-                return False
+                drawn = cluster.node or drawn
             cluster_id = cluster.parent
-        return True
-
-    out = {}
-    for node in vm.nodes:
-        if node.subcluster in expanded or not shown(node.cluster):
-            continue
-        if node.kind == "param" and node.id not in with_edges:
-            continue
-        out[node.id] = node
+        out[node.id] = drawn
     return out
+
+
+def visible_nodes(vm: Any, expanded: Iterable[str] = ()) -> dict[str, Any]:
+    """Nodes drawn for this expansion state, by id (in the view model's order)."""
+    drawn = set(representatives(vm, expanded).values())
+    return {n.id: n for n in vm.nodes if n.id in drawn}
 
 
 def _label(node: Any, weight_status: dict[str, str]) -> str:
@@ -137,7 +139,10 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     """
     import graphviz
 
-    nodes = visible_nodes(vm, expanded)
+    expanded = set(expanded)
+    parents = {c.id: c.parent for c in vm.clusters}
+    rep = representatives(vm, expanded)
+    nodes = {n.id: n for n in vm.nodes if n.id in set(rep.values())}
     hi_nodes, hi_edges, boundary = _highlight_ids(vm, highlight)
     weight_status = {w.path: w.status for w in vm.weights}
     graph_attr = {"rankdir": "TB", "fontname": "Helvetica", "fontsize": "10", "compound": "true"}
@@ -153,19 +158,22 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     bodies = _cluster_bodies(vm)
     for node_id, node in nodes.items():
         line = _node_stmt(node, weight_status, node_id in hi_nodes, node_id in boundary)
-        bodies.get(node.cluster, bodies[None]).append(line)
+        bodies.get(_drawn_cluster(parents, node, expanded), bodies[None]).append(line)
     dot.body.extend(_assemble_clusters(vm, bodies))
+    drawn_pairs: set[tuple[str, str]] = set()
     for edge in vm.edges:
-        if edge.source in nodes and edge.target in nodes:
-            color = _HIGHLIGHT if edge.id in hi_edges else None
-            attrs = [f"tooltip={_quote(f'{edge.var}: {edge.aval}')}"]
-            if color:
-                attrs.append(f'color="{color}" penwidth=2')
-            if edge.kind == "perturb":
-                attrs.append("style=dashed")
-            dot.body.append(
-                f"\t{_quote(edge.source)} -> {_quote(edge.target)} [{' '.join(attrs)}]\n"
-            )
+        source, target = rep.get(edge.source), rep.get(edge.target)
+        if source is None or target is None or source == target:
+            continue
+        if (source, target) in drawn_pairs:
+            continue
+        drawn_pairs.add((source, target))
+        attrs = [f"tooltip={_quote(f'{edge.var}: {edge.aval}')}"]
+        if edge.id in hi_edges:
+            attrs.append(f'color="{_HIGHLIGHT}" penwidth=2')
+        if edge.kind == "perturb":
+            attrs.append("style=dashed")
+        dot.body.append(f"\t{_quote(source)} -> {_quote(target)} [{' '.join(attrs)}]\n")
     return dot.source
 
 
@@ -183,6 +191,13 @@ def _node_stmt(node: Any, weight_status: dict[str, str], hi: bool, boundary: boo
     if boundary:
         attrs.append('style="filled,dashed"')
     return f"\t{_quote(node.id)} [{' '.join(attrs)}]\n"
+
+
+def _drawn_cluster(parents: dict, node: Any, expanded: set[str]) -> str | None:
+    """The cluster a drawn node goes in: a collapsed owner goes in its cluster's parent."""
+    if node.subcluster is not None and node.subcluster not in expanded:
+        return parents.get(node.subcluster)
+    return node.cluster
 
 
 def _cluster_bodies(vm: Any) -> dict[str | None, list[str]]:
