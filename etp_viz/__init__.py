@@ -26,3 +26,15 @@ from .ops import sparse_matmul as sparse_matmul
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
 # --- learn (etp_viz.learn) ---------------------------------------------------------------
 # --- explorer (lazy: needs the [explorer] extra) ----------------------------------------
+_EXPLORER_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.widget"}
+
+
+def __getattr__(name: str):
+    """Explorer names resolve on first use, so ``import etp_viz`` never imports anywidget."""
+    if name in _EXPLORER_NAMES:
+        import importlib
+
+        value = getattr(importlib.import_module(_EXPLORER_NAMES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'etp_viz' has no attribute {name!r}")

@@ -1,0 +1,402 @@
+"""The explorer widget: an anywidget showing the view model as an interactive graph.
+
+Traitlets are the source of truth (the front end rebuilds the whole view from them, which is
+what makes saved HTML and page reloads work without a kernel). The front end lives in ``js/``;
+its ``WidgetTraits`` type (``js/src/types.js``) mirrors the synced traits below.
+
+Front end -> Python: ``selected``, ``highlight`` and ``expanded`` trait changes, plus custom
+messages ``{"type": "request", "id", "method", "params"}`` answered with ``{"type":
+"response", "id", "result", "error"}``, and ``{"type": "frontend_error", "message"}``.
+Python -> front end: trait changes (``highlight_weight``, ``select``, ``expand``) and custom
+messages ``{"type": "live", "name", "shape", "dtype": "float32"}`` with one binary buffer
+(the live panels; see ``push_live``).
+
+Example
+-------
+>>> from etp_viz.explorer.widget import Explorer
+>>> ex = Explorer(view_model={"schema": 1, "title": "t", "nodes": [], "edges": []})
+>>> ex.options["height"]
+600
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import traceback
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anywidget
+import traitlets
+
+STATIC = Path(__file__).parent / "static"
+BUNDLE = STATIC / "widget.js"
+STANDALONE_BUNDLE = STATIC / "widget.standalone.js"
+MISSING_BUNDLE = (
+    "the explorer front end is not built ({path} is missing). Run scripts/setup.sh "
+    "(or: cd js && npm ci && npm run build)."
+)
+# Shown in place of the widget when the bundle is missing, so the notebook still says why.
+_MISSING_ESM = """
+export default { render({ model, el }) {
+  const div = document.createElement("div");
+  div.style.cssText = "color:#8a1c1c;background:#fdecea;padding:6px;font-family:monospace";
+  div.textContent = "etp_viz: " + MESSAGE;
+  el.append(div);
+} };
+"""
+
+#: Display options of the widget and their defaults (view-model options are passed through
+#: to ``build_view_model``).
+DISPLAY_OPTIONS: dict[str, Any] = {
+    "height": 600,
+    "rankdir": "TB",
+    "large_graph_threshold": 150,
+    "show_params": False,
+    "panels": ["inspector", "weights", "groups", "diagnostics", "legend"],
+}
+SELECTION_KINDS = ("node", "weight", "group", "diagnostic", "relation", "cluster", "edge")
+#: A static SVG in the notebook fallback is rendered only for graphs this small: Debian's
+#: ``dot`` takes minutes on large jaxprs.
+STATIC_SVG_MAX_NODES = 300
+
+
+def bundle_text(path: Path = BUNDLE) -> str:
+    """The built front end, or a clear error naming the setup step."""
+    if not path.is_file():
+        raise FileNotFoundError(MISSING_BUNDLE.format(path=path))
+    return path.read_text(encoding="utf-8")
+
+
+def _view_model_options() -> dict[str, Any]:
+    try:
+        from .view_model import VIEW_MODEL_OPTIONS
+    except ImportError:  # the view model module is optional for JSON-fed explorers
+        return {}
+    return dict(VIEW_MODEL_OPTIONS)
+
+
+def validate_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split keyword options into (display options with defaults, view-model options).
+
+    An unknown keyword is a ``TypeError`` that lists the valid ones.
+    """
+    vm_valid = _view_model_options()
+    unknown = sorted(set(options) - set(DISPLAY_OPTIONS) - set(vm_valid) - {"expanded"})
+    if unknown:
+        valid = sorted({*DISPLAY_OPTIONS, *vm_valid, "expanded"})
+        hints = [m for u in unknown for m in difflib.get_close_matches(u, valid, n=1)]
+        hint = f" (did you mean {', '.join(map(repr, hints))}?)" if hints else ""
+        raise TypeError(
+            f"Explorer got unknown option(s) {', '.join(map(repr, unknown))}{hint}; "
+            f"valid options: {', '.join(valid)}"
+        )
+    display = {**DISPLAY_OPTIONS, **{k: v for k, v in options.items() if k in DISPLAY_OPTIONS}}
+    if not isinstance(display["height"], int) or display["height"] < 100:
+        raise ValueError(f"height must be an int >= 100 (pixels), got {display['height']!r}")
+    if display["rankdir"] not in ("TB", "LR"):
+        raise ValueError(f"rankdir must be 'TB' or 'LR', got {display['rankdir']!r}")
+    bad_panels = set(display["panels"]) - set(DISPLAY_OPTIONS["panels"])
+    if bad_panels:
+        raise ValueError(
+            f"unknown panel(s) {sorted(bad_panels)}; valid: {DISPLAY_OPTIONS['panels']}"
+        )
+    display["panels"] = list(display["panels"])
+    return display, {k: v for k, v in options.items() if k in vm_valid}
+
+
+def to_view_model(obj: Any, **vm_options: Any) -> tuple[dict[str, Any], Any]:
+    """(JSON dict, ViewModel object or None) from a ViewModel, its JSON, an algorithm with a
+    ``graph``, an ``ETraceGraph`` or a closed jaxpr."""
+    if isinstance(obj, dict):
+        if vm_options:
+            raise TypeError(f"view-model options {sorted(vm_options)} need a graph, not JSON")
+        return obj, None
+    if hasattr(obj, "to_json") and hasattr(obj, "nodes"):
+        return obj.to_json(), obj
+    graph = getattr(obj, "graph", obj)
+    from .view_model import build_view_model
+
+    vm = build_view_model(graph, **vm_options)
+    return vm.to_json(), vm
+
+
+class Explorer(anywidget.AnyWidget):
+    """Interactive graph of a compiled model's jaxpr, with weights/groups/diagnostics panels.
+
+    Parameters
+    ----------
+    graph : ETraceGraph, algorithm, ViewModel or view-model JSON dict, optional
+        What to show. ``view_model=`` may be given instead.
+    **options
+        Display options (``height``, ``rankdir``, ``large_graph_threshold``, ``show_params``,
+        ``panels``, ``expanded``) and ``build_view_model`` options. Unknown keywords raise
+        ``TypeError`` listing the valid ones.
+
+    Example
+    -------
+    >>> ex = etp_viz.Explorer(graph)                       # doctest: +SKIP
+    >>> ex.highlight_weight("gru.Wr.weight")               # doctest: +SKIP
+    """
+
+    # Synced traits; mirrored by WidgetTraits in js/src/types.js.
+    view_model = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    selected = traitlets.Dict().tag(sync=True)
+    highlight = traitlets.Dict().tag(sync=True)
+    options = traitlets.Dict().tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    live_panels = traitlets.List(traitlets.Dict()).tag(sync=True)
+
+    @property
+    def _esm(self) -> str:  # read once by AnyWidget.__init__, then a synced trait
+        try:
+            return bundle_text()
+        except FileNotFoundError as error:
+            return _MISSING_ESM.replace("MESSAGE", json.dumps(str(error)))
+
+    def __init__(self, graph: Any = None, *, view_model: Any = None, **options: Any):
+        expanded = options.pop("expanded", None)
+        display, vm_options = validate_options(options)
+        source = view_model if view_model is not None else graph
+        vm_json, self._vm_object = (None, None)
+        if source is not None:
+            vm_json, self._vm_object = to_view_model(source, **vm_options)
+        if expanded is None:
+            expanded = [
+                c["id"]
+                for c in (vm_json or {}).get("clusters", [])
+                if c.get("kind") == "subjaxpr" and c.get("collapsed") is False
+            ]
+        super().__init__(view_model=vm_json, options=display, expanded=list(expanded))
+        self.frontend_errors: list[str] = []
+        self._requests = {"to_dot": self._request_to_dot, "summary": lambda params: self.summary()}
+        self.on_msg(self._on_custom_message)
+
+    # --- Python -> front end ------------------------------------------------------------
+    def highlight_weight(self, path: str) -> None:
+        """Highlight a weight's path (for an excluded weight: up to the blocking boundary)."""
+        self._check_id("weight", path)
+        self.selected = {"kind": "weight", "id": path}
+        self.highlight = {"kind": "weight", "id": path}
+
+    def select(self, **which: str | int) -> None:
+        """Select one thing: ``select(node="e7")``, ``select(weight=...)``, ``group=0``,
+        ``diagnostic=3``, ``relation="r0"``, ``cluster="c:e4"`` or ``edge="v5"``."""
+        if len(which) != 1 or next(iter(which)) not in SELECTION_KINDS:
+            raise TypeError(f"select() takes exactly one of {', '.join(SELECTION_KINDS)}")
+        kind, value = next(iter(which.items()))
+        self._check_id(kind, str(value))
+        if kind == "node":
+            self.expanded = self._expanded_to_show(str(value))
+        self.selected = {"kind": kind, "id": str(value)}
+        self.highlight = {"kind": kind, "id": str(value)}
+
+    def clear_selection(self) -> None:
+        self.selected = {}
+        self.highlight = {}
+
+    def expand(self, cluster_id: str) -> None:
+        self._check_id("cluster", cluster_id)
+        if cluster_id not in self.expanded:
+            self.expanded = [*self.expanded, cluster_id]
+
+    def collapse(self, cluster_id: str) -> None:
+        self._check_id("cluster", cluster_id)
+        self.expanded = [c for c in self.expanded if c != cluster_id]
+
+    def push_live(self, name: str, values: Any, **meta: Any) -> None:
+        """Send float32 data to live panel ``name`` (declared in ``live_panels``)."""
+        import numpy as np
+
+        if name not in {p.get("name") for p in self.live_panels}:
+            valid = [p.get("name") for p in self.live_panels]
+            raise KeyError(f"no live panel {name!r}; declared panels: {valid}")
+        array = np.ascontiguousarray(values, dtype="<f4")
+        content = {"type": "live", "name": name, "shape": list(array.shape), "dtype": "float32"}
+        self.send({**content, **meta}, buffers=[array.tobytes()])
+
+    # --- front end -> Python ------------------------------------------------------------
+    def _on_custom_message(self, _widget: Any, content: Any, buffers: list) -> None:
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "frontend_error":
+            self.frontend_errors.append(str(content.get("message")))
+        elif content.get("type") == "request":
+            self.send(self._answer(content))
+
+    def _answer(self, request: dict) -> dict:
+        reply: dict[str, Any] = {"type": "response", "id": request.get("id"), "result": None}
+        handler = self._requests.get(request.get("method"))
+        try:
+            if handler is None:
+                raise ValueError(
+                    f"unknown request {request.get('method')!r}; known: {sorted(self._requests)}"
+                )
+            reply["result"] = handler(request.get("params") or {})
+            reply["error"] = None
+        except Exception as error:  # reported to the page, never swallowed
+            reply["error"] = f"{type(error).__name__}: {error}"
+            self.error = "".join(traceback.format_exception_only(error)).strip()
+        return reply
+
+    def _request_to_dot(self, params: dict) -> str:
+        return self.to_dot(expanded=params.get("expanded"))
+
+    # --- lookups ------------------------------------------------------------------------
+    def _ids(self, kind: str) -> list[str]:
+        vm = self.view_model or {}
+        key, field = {
+            "node": ("nodes", "id"),
+            "edge": ("edges", "id"),
+            "cluster": ("clusters", "id"),
+            "weight": ("weights", "path"),
+            "group": ("groups", "index"),
+            "diagnostic": ("diagnostics", "index"),
+            "relation": ("relations", "id"),
+        }[kind]
+        return [str(item.get(field)) for item in vm.get(key) or []]
+
+    def _check_id(self, kind: str, value: str) -> None:
+        ids = self._ids(kind)
+        if str(value) not in ids:
+            close = difflib.get_close_matches(str(value), ids, n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            shown = ", ".join(ids[:20]) + (" …" if len(ids) > 20 else "")
+            raise KeyError(f"no {kind} {value!r} in this graph{hint} (known: {shown})")
+
+    def _expanded_to_show(self, node_id: str) -> list[str]:
+        vm = self.view_model or {}
+        clusters = {c["id"]: c for c in vm.get("clusters", [])}
+        node = next(n for n in vm.get("nodes", []) if n["id"] == node_id)
+        result = list(self.expanded)
+        cluster = node.get("cluster")
+        while cluster in clusters:
+            if clusters[cluster].get("kind") == "subjaxpr" and cluster not in result:
+                result.append(cluster)
+            cluster = clusters[cluster].get("parent")
+        return result
+
+    # --- text, DOT, export --------------------------------------------------------------
+    def summary(self) -> str:
+        """Plain-text summary: counts, then each weight with its status and reason."""
+        vm = self.view_model or {}
+        eqns = sum(1 for n in vm.get("nodes", []) if n.get("kind") == "eqn")
+        lines = [
+            f"etp_viz Explorer: {vm.get('title', '(empty)')} — {eqns} equations, "
+            f"{len(vm.get('groups', []))} hidden groups, {len(vm.get('weights', []))} weights"
+        ]
+        for w in vm.get("weights", []):
+            groups = f" groups {w.get('groups')}" if w.get("groups") else ""
+            lines.append(f"  {w.get('status', '?'):<11} {w.get('path')}{groups}")
+            if w.get("status") == "not_learned":
+                lines.append(f"      reason: {w.get('reason')}")
+                if w.get("fix"):
+                    lines.append(f"      fix: {w.get('fix')}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary().splitlines()[0]
+
+    def to_dot(self, *, expanded: Any = None) -> str:
+        """DOT text of the current expansion state (from ``etp_viz.explorer.dot``)."""
+        try:
+            from . import dot
+        except ImportError as error:
+            raise RuntimeError("etp_viz.explorer.dot is not available") from error
+        vm = self._vm_object if self._vm_object is not None else _namespace(self.view_model)
+        return dot.to_dot(
+            vm,
+            expanded=self.expanded if expanded is None else expanded,
+            highlight=_dot_highlight(self.view_model or {}, self.highlight),
+        )
+
+    def static_svg(self) -> str | None:
+        """SVG via a ``dot`` executable (None when there is none or the graph is too big)."""
+        try:
+            from .dot import render_svg, visible_nodes
+        except ImportError:
+            return None
+        vm = self._vm_object if self._vm_object is not None else _namespace(self.view_model)
+        if vm is None or len(visible_nodes(vm, self.expanded)) > STATIC_SVG_MAX_NODES:
+            return None
+        try:
+            return render_svg(self.to_dot(), timeout=20.0)
+        except Exception:  # a static fallback must never break display
+            return None
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = {**data, "text/plain": self.summary()}
+        svg = self.static_svg()
+        if svg:
+            data["image/svg+xml"] = svg
+        return data, metadata
+
+    def frontend_state(self) -> dict[str, Any]:
+        """The synced state the front end renders from (what saved HTML embeds)."""
+        names = ("view_model", "expanded", "selected", "highlight", "options", "error")
+        return {name: getattr(self, name) for name in names} | {
+            "live_panels": list(self.live_panels)
+        }
+
+    def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
+        """Write one self-contained offline HTML file (bundle + state); see ``export``."""
+        from .export import save_html
+
+        return save_html(self, path, title=title)
+
+
+def _dot_highlight(vm: dict, highlight: dict) -> Any:
+    """The DOT module's highlight argument: a weight path, a group cluster id, a relation id
+    or node ids."""
+    kind, value = highlight.get("kind"), highlight.get("id")
+    if kind == "group":
+        group = next((g for g in vm.get("groups", []) if str(g.get("index")) == value), None)
+        return group.get("cluster") if group else None
+    if kind == "diagnostic":
+        diag = next((d for d in vm.get("diagnostics", []) if str(d.get("index")) == value), None)
+        return list(diag.get("node_ids", [])) if diag else None
+    return value
+
+
+class _Record(SimpleNamespace):
+    """A JSON object with attribute access; fields the JSON lacks read as None."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+def _namespace(value: Any) -> Any:
+    """Attribute access over view-model JSON (for the DOT module when only JSON is held)."""
+    if isinstance(value, dict):
+        # the ViewModel dataclasses hold params and badges as tuples
+        return _Record(
+            **{
+                k: tuple(v.items()) if k == "params" and isinstance(v, dict) else _namespace(v)
+                for k, v in value.items()
+            }
+        )
+    if isinstance(value, list):
+        return tuple(_namespace(v) for v in value)
+    return value
+
+
+def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
+    """Compile ``model`` on ``example_inputs`` and return an :class:`Explorer` of its graph.
+
+    Options are validated before compiling (an unknown keyword lists the valid ones).
+
+    Example
+    -------
+    >>> ex = etp_viz.show(brainstate.nn.GRUCell(8, 24), x)      # doctest: +SKIP
+    """
+    validate_options({k: v for k, v in options.items() if k != "expanded"})
+    from etp_viz.compiler import compile_etrace_graph
+
+    return Explorer(compile_etrace_graph(model, *example_inputs), **options)
