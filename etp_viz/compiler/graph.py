@@ -40,3 +40,279 @@ Readouts: ``graph.readout_params`` maps each ``ParamState`` path whose leaves re
 output without crossing a new hidden value to a :class:`ReadoutParam` (leaf indices, equation
 path); those parameters get their exact same-step gradient from the learn layer.
 """
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple
+
+import jax
+
+from etp_viz import _compat
+
+from ._jaxpr import build_jaxpr, eval_jaxpr
+from .diagnostics import (
+    CompilationRecord,
+    DiagnosticCollector,
+    DiagnosticKind,
+    DiagnosticLevel,
+    format_records,
+)
+from .hidden_groups import find_hidden_groups_from_minfo
+from .module_info import extract_module_info
+from .perturbation import HiddenPerturbation, add_hidden_perturbation_from_minfo
+from .readouts import ReadoutParam, find_readout_params
+from .relations import find_hidden_param_op_relations_from_minfo
+
+__all__ = [
+    "CompilationRecord",
+    "ETraceGraph",
+    "ExecutorLayout",
+    "ReadoutParam",
+    "StepResult",
+    "compile_etrace_graph",
+]
+
+
+class ExecutorLayout(NamedTuple):
+    """Slices of ``executor_jaxpr.outvars`` (see the module docstring)."""
+
+    outputs: slice
+    states: slice
+    xs: slice
+    ys: slice
+    relation_consts: slice
+    group_consts: slice
+    #: relation index -> position in ``xs`` (None when the relation has no x)
+    x_positions: tuple
+    #: per relation, per group: number of consts
+    relation_const_counts: tuple
+    group_const_counts: tuple
+
+
+class StepResult(NamedTuple):
+    """What :meth:`ETraceGraph.run_step` returns."""
+
+    outputs: Any
+    new_state_vals: list
+    xs: list
+    ys: list
+    relation_consts: list
+    group_consts: list
+    hidden_prev: list
+    hidden_new: list
+
+
+class ETraceGraph(NamedTuple):
+    """The compiled eligibility-trace graph (spec's six fields first)."""
+
+    module_info: Any
+    hidden_groups: list
+    hid_path_to_group: dict
+    hidden_param_op_relations: tuple
+    hidden_perturb: HiddenPerturbation
+    diagnostics: tuple
+    readout_params: dict = {}
+    #: ``{param path: 'online' | 'exact' | 'not_learned'}``
+    weight_status: dict = {}
+    recurrence: str = "diagonal"
+    executor_jaxpr: Any = None
+    executor_layout: ExecutorLayout | None = None
+
+    def explain(
+        self, weight_path: Any = None, hidden_path: Any = None, kind: Any = None, file: Any = None
+    ) -> tuple:
+        """Print the records (filtered) grouped by kind; return the filtered records.
+
+        ``weight_path``/``hidden_path`` accept a tuple path or a dotted string; ``kind`` a
+        :class:`DiagnosticKind`, its name or its value.
+        """
+        records = [r for r in self.diagnostics if _matches(r, weight_path, hidden_path, kind)]
+        print(format_records(records), file=file or sys.stdout)
+        return tuple(records)
+
+    def run_step(self, args: Any, state_vals: Any, perturbs: Any = None) -> StepResult:
+        """One perturbed forward step returning the executor's values (module docstring)."""
+        minfo = self.module_info
+        if perturbs is None:
+            perturbs = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in self._pvars]
+        flat = jax.tree.leaves((tuple(args), list(state_vals)))
+        outs = eval_jaxpr(self.executor_jaxpr, minfo.consts, *flat, *perturbs)
+        lay = self.executor_layout
+        outputs = jax.tree.unflatten(minfo.out_treedef, outs[lay.outputs])
+        flat_states = outs[lay.states]
+        new_states, start = [], 0
+        for tree in minfo.state_tree_outvars:
+            treedef = jax.tree.structure(tree)
+            new_states.append(treedef.unflatten(flat_states[start : start + treedef.num_leaves]))
+            start += treedef.num_leaves
+        xs_flat = outs[lay.xs]
+        xs = [None if p is None else xs_flat[p] for p in lay.x_positions]
+        relation_consts = _regroup(outs[lay.relation_consts], lay.relation_const_counts)
+        group_consts = _regroup(outs[lay.group_consts], (lay.group_const_counts,))[0]
+        by_var = dict(zip(minfo.jaxpr.invars[minfo.num_arg_leaves :], flat[minfo.num_arg_leaves :]))
+        new_by_var = dict(zip(minfo.jaxpr.outvars[minfo.num_out_leaves :], flat_states))
+        hidden_prev = [[by_var[v] for v in g.hidden_invars] for g in self.hidden_groups]
+        hidden_new = [
+            [new_by_var.get(v, v.val if _compat.is_literal(v) else None) for v in g.hidden_outvars]
+            for g in self.hidden_groups
+        ]
+        return StepResult(
+            outputs,
+            new_states,
+            xs,
+            outs[lay.ys],
+            relation_consts,
+            group_consts,
+            hidden_prev,
+            hidden_new,
+        )
+
+    @property
+    def _pvars(self) -> list:
+        return self.hidden_perturb.perturb_vars
+
+
+def compile_etrace_graph(
+    model: Any, *args: Any, recurrence: str = "diagonal", warn: bool = True, **kwargs: Any
+) -> ETraceGraph:
+    """Construct the eligibility-trace graph of ``model`` for example inputs ``args``.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    *args
+        Example positional inputs of one step.
+    recurrence : {'diagonal', 'coupled'}
+        How dh/dh is built (see :mod:`etp_viz.compiler.hidden_groups`).
+    warn : bool
+        Raise WARNING/ERROR records as ``UserWarning`` (they are always in ``diagnostics``).
+
+    Examples
+    --------
+    >>> graph = compile_etrace_graph(model, jnp.zeros(10))  # doctest: +SKIP
+    >>> [r.weight_path for r in graph.hidden_param_op_relations]  # doctest: +SKIP
+    [('rnn1', 'W', 'weight'), ('rnn2', 'W', 'weight')]
+    """
+    minfo = extract_module_info(model, *args, **kwargs)
+    diagnostics = DiagnosticCollector()
+    groups, hid_path_to_group = find_hidden_groups_from_minfo(
+        minfo, recurrence=recurrence, diagnostics=diagnostics
+    )
+    relations = find_hidden_param_op_relations_from_minfo(
+        minfo, hid_path_to_group, diagnostics=diagnostics
+    )
+    perturb = add_hidden_perturbation_from_minfo(minfo)
+    readouts = find_readout_params(minfo, diagnostics)
+    status = _weight_status(minfo, relations, readouts, diagnostics)
+    executor_jaxpr, layout = _executor_jaxpr(minfo, perturb, relations, groups)
+    if warn:
+        diagnostics.warn()
+    return ETraceGraph(
+        module_info=minfo,
+        hidden_groups=groups,
+        hid_path_to_group=hid_path_to_group,
+        hidden_param_op_relations=relations,
+        hidden_perturb=perturb,
+        diagnostics=tuple(diagnostics.records),
+        readout_params=readouts,
+        weight_status=status,
+        recurrence=recurrence,
+        executor_jaxpr=executor_jaxpr,
+        executor_layout=layout,
+    )
+
+
+def _weight_status(minfo, relations, readouts, diagnostics) -> dict:
+    online = {p for r in relations for p in r.trainable_paths.values()}
+    named = {r.weight_path for r in diagnostics.records if r.weight_path is not None}
+    status = {}
+    for path, leaves in minfo.weight_path_to_invars.items():
+        if path in online:
+            status[path] = "online"
+        elif path in readouts:
+            status[path] = "exact"
+        else:
+            status[path] = "not_learned"
+            if path not in named:
+                uses = sorted({i for v in leaves for i in minfo.def_use.consumers.get(v, ())})
+                diagnostics.emit(
+                    DiagnosticKind.PARAM_NOT_USED_BY_ETP,
+                    DiagnosticLevel.WARNING,
+                    f"ParamState {'.'.join(map(str, path))} feeds no ETP primitive and no model "
+                    "output directly, so it gets no online gradient. Use an etp_viz.ops "
+                    "primitive (e.g. etp_viz.ops.matmul) where it is applied.",
+                    weight_path=path,
+                    eqn_indices=uses,
+                )
+    return status
+
+
+def _executor_jaxpr(minfo, perturb, relations, groups):
+    xs = [r.x_var for r in relations if r.x_var is not None]
+    x_positions, pos = [], 0
+    for r in relations:
+        x_positions.append(None if r.x_var is None else pos)
+        pos += r.x_var is not None
+    ys = [r.y_var for r in relations]
+    rel_consts = [list(j.constvars) for r in relations for j in r.y_to_hidden_group_jaxprs]
+    rel_counts = tuple(
+        tuple(len(j.constvars) for j in r.y_to_hidden_group_jaxprs) for r in relations
+    )
+    grp_consts = [list(g.transition_jaxpr_constvars) for g in groups]
+    base = perturb.perturb_jaxpr
+    extra = [*xs, *ys, *(v for c in rel_consts for v in c), *(v for c in grp_consts for v in c)]
+    jaxpr = build_jaxpr(base.constvars, base.invars, [*base.outvars, *extra], base.eqns)
+    n_out, n_all = minfo.num_out_leaves, len(base.outvars)
+    n_rc = sum(len(c) for c in rel_consts)
+    n_gc = sum(len(c) for c in grp_consts)
+    start = n_all
+    layout = ExecutorLayout(
+        outputs=slice(0, n_out),
+        states=slice(n_out, n_all),
+        xs=slice(start, start + len(xs)),
+        ys=slice(start + len(xs), start + len(xs) + len(ys)),
+        relation_consts=slice(start + len(xs) + len(ys), start + len(xs) + len(ys) + n_rc),
+        group_consts=slice(n_all + len(xs) + len(ys) + n_rc, n_all + len(extra)),
+        x_positions=tuple(x_positions),
+        relation_const_counts=rel_counts,
+        group_const_counts=tuple(len(c) for c in grp_consts),
+    )
+    assert layout.group_consts.stop - layout.group_consts.start == n_gc
+    return jaxpr, layout
+
+
+def _regroup(flat: list, counts: tuple) -> list:
+    out, start = [], 0
+    for per_relation in counts:
+        chunk = []
+        for n in per_relation:
+            chunk.append(list(flat[start : start + n]))
+            start += n
+        out.append(chunk)
+    return out
+
+
+def _as_path(value: Any) -> Any:
+    if value is None or isinstance(value, tuple):
+        return value
+    return tuple(int(p) if p.isdigit() else p for p in str(value).split("."))
+
+
+def _matches(record: CompilationRecord, weight_path, hidden_path, kind) -> bool:
+    weight_path, hidden_path = _as_path(weight_path), _as_path(hidden_path)
+    if weight_path is not None and record.weight_path != weight_path:
+        if _as_path(".".join(map(str, record.weight_path or ()))) != weight_path:
+            return False
+    if hidden_path is not None and hidden_path not in tuple(
+        _as_path(".".join(map(str, p))) for p in record.hidden_paths
+    ):
+        return False
+    if kind is not None:
+        wanted = kind if isinstance(kind, DiagnosticKind) else None
+        if wanted is None:
+            text = str(kind).lower()
+            wanted = next((k for k in DiagnosticKind if text in (k.name.lower(), k.value)), None)
+        if record.kind != wanted:
+            return False
+    return True
