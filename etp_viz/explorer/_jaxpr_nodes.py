@@ -214,6 +214,12 @@ class JaxprGraphBuilder:
             return self._badge_source(var, "const", "const", role.path or "constant")
         node_id = role_node_id(role, k, out=False)
         kind = _ROLE_NODE_KINDS[role.kind][0]
+        if node_id in self.nodes:  # another leaf of the same state: one node per state
+            node = self.nodes[node_id]
+            node["out_avals"] = (*node["out_avals"], aval)
+            source = _Source(node_id, var_id, self._new_name(), aval)
+            badge = node.get("badges", [None])[0] if node.get("badges") else None
+            return dataclasses.replace(source, badge=badge) if badge else source
         fields: dict[str, Any] = {"kind": kind, "out_avals": (aval,), "group": role.group}
         if role.kind == "hidden":
             fields.update(label=str(role.path), hidden_path=role.path)
@@ -314,6 +320,8 @@ class JaxprGraphBuilder:
         roles = list(outvar_roles) + [None] * (len(jaxpr.outvars) - len(outvar_roles))
         for k, (atom, role) in enumerate(zip(jaxpr.outvars, roles)):
             role = role or Role("input", str(k))
+            if role.kind == "skip":  # e.g. a parameter passed through unchanged
+                continue
             node_id = role_node_id(role, k, out=True)
             kind = _ROLE_NODE_KINDS[role.kind][1]
             fields: dict[str, Any] = {"kind": kind, "in_avals": (aval_text(atom.aval),)}

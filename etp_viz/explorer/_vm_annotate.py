@@ -1,0 +1,272 @@
+"""The ETraceGraph part of the view model: state roles, groups, relations, weights, diagnostics.
+
+Reads the compiler's public objects only (``module_info``, ``hidden_groups``,
+``hidden_param_op_relations``, ``hidden_perturb``, ``readout_params``, ``diagnostics``); every
+field is read with a default so a partial graph (e.g. a bare ``ModuleInfo``) still renders.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brainstate
+
+from etp_viz._compat import is_var
+
+from ._jaxpr_nodes import JaxprGraphBuilder, Role, aval_text, role_node_id
+from ._vm_types import (
+    Cluster,
+    DiagnosticInfo,
+    GroupInfo,
+    PerturbInfo,
+    ReadoutInfo,
+    RelationInfo,
+    ViewModel,
+)
+from ._vm_weights import classify_weights
+
+__all__ = ["build_from_etrace_graph", "path_text"]
+
+
+def path_text(path: Any) -> str:
+    """``('rnn1', 'W', 'weight')`` -> ``'rnn1.W.weight'`` (strings pass through)."""
+    if isinstance(path, str):
+        return path
+    return ".".join(str(p) for p in path)
+
+
+def _enum_text(value: Any) -> str:
+    return str(getattr(value, "value", None) or str(value)).lower()
+
+
+class Annotator:
+    """Holds the builder and the id maps shared by every annotation step."""
+
+    def __init__(self, graph: Any, options: dict[str, Any]) -> None:
+        self.graph = graph
+        self.minfo = graph.module_info
+        self.options = options
+        self.groups = list(getattr(graph, "hidden_groups", ()) or ())
+        self.relations = list(getattr(graph, "hidden_param_op_relations", ()) or ())
+        self.group_of = {path_text(p): g.index for g in self.groups for p in g.hidden_paths}
+        from .view_model import default_is_etp
+
+        self.builder = JaxprGraphBuilder(
+            max_fanout=options["max_fanout"],
+            is_etp=default_is_etp,
+            param_nodes=options["param_edges"],
+        )
+
+    # --- nodes and edges ----------------------------------------------------------------
+    def state_roles(self) -> tuple[list[Role | None], list[Role | None]]:
+        m = self.minfo
+        ins: list[Role | None] = [Role("input") for _ in range(m.num_arg_leaves)]
+        outs: list[Role | None] = [Role("input") for _ in range(m.num_out_leaves)]
+        for state, tin, tout in zip(
+            m.compiled_model_states, m.state_tree_invars, m.state_tree_outvars
+        ):
+            path = path_text(m.state_id_to_path[id(state)])
+            if isinstance(state, brainstate.HiddenState):
+                kind = "hidden"
+            elif isinstance(state, brainstate.ParamState):
+                kind = "param"
+            else:
+                kind = "state"
+            leaves_in, leaves_out = _leaves(tin), _leaves(tout)
+            for leaf_in, leaf_out in zip(leaves_in, leaves_out):
+                ins.append(Role(kind, path, self.group_of.get(path)))
+                unchanged = kind == "param" or leaf_out is leaf_in
+                outs.append(
+                    Role("skip") if unchanged else Role(kind, path, self.group_of.get(path))
+                )
+        return ins, outs
+
+    def eqn_id(self, index: int) -> str | None:
+        node_id = f"e{index}"
+        return node_id if node_id in self.builder.nodes else None
+
+    def eqn_ids(self, indices: Any) -> tuple[str, ...]:
+        ids = (self.eqn_id(int(i)) for i in indices)
+        return tuple(dict.fromkeys(i for i in ids if i is not None))
+
+    def hidden_out_id(self, path: Any) -> str | None:
+        node_id = role_node_id(Role("hidden", path_text(path)), 0, out=True)
+        return node_id if node_id in self.builder.nodes else None
+
+    def hidden_in_id(self, path: Any) -> str | None:
+        node_id = role_node_id(Role("hidden", path_text(path)), 0, out=False)
+        return node_id if node_id in self.builder.nodes else None
+
+    def edges_among(self, node_ids: Any) -> tuple[str, ...]:
+        """Edges whose two ends are both in ``node_ids``, plus edges into/out of nested nodes
+        of those equations' clusters."""
+        pool = set(node_ids)
+        return tuple(
+            e.id for e in self.builder.edges.values() if e.source in pool and e.target in pool
+        )
+
+    def with_nested(self, node_ids: Any) -> tuple[str, ...]:
+        """Add the nested equations of every listed equation that owns a sub-jaxpr."""
+        ids = list(dict.fromkeys(node_ids))
+        owners = tuple(f"{i}/" for i in ids) + tuple(f"{i}." for i in ids)
+        nested = [n for n in self.builder.nodes if n.startswith(owners)] if owners else []
+        return tuple(dict.fromkeys(ids + nested))
+
+    # --- annotation steps ---------------------------------------------------------------
+    def group_infos(self) -> list[GroupInfo]:
+        infos = []
+        for g in self.groups:
+            cluster = f"g{g.index}"
+            paths = [path_text(p) for p in g.hidden_paths]
+            self.builder.clusters[cluster] = Cluster(
+                cluster, "group", f"group {g.index}: {', '.join(paths)}", None, False, None
+            )
+            ends = []
+            for p in paths:
+                for node_id in (self.hidden_in_id(p), self.hidden_out_id(p), f"pt:{p}"):
+                    if node_id in self.builder.nodes:
+                        self.builder.update_node(node_id, cluster=cluster, group=g.index)
+                        if not node_id.startswith("pt:"):
+                            ends.append(node_id)
+            inner = self.with_nested(self.eqn_ids(getattr(g, "transition_eqn_indices", ())))
+            nodes = tuple(dict.fromkeys([*ends[::2], *inner, *ends[1::2]]))
+            infos.append(
+                GroupInfo(
+                    index=g.index,
+                    hidden_paths=tuple(paths),
+                    num_state=int(getattr(g, "num_state", len(paths))),
+                    varshape=tuple(int(d) for d in getattr(g, "varshape", ())),
+                    cluster=cluster,
+                    transition_nodes=nodes,
+                    transition_edges=self.edges_among(nodes),
+                )
+            )
+        return infos
+
+    def relation_infos(self) -> list[RelationInfo]:
+        infos = []
+        for k, r in enumerate(self.relations):
+            node = self.eqn_id(getattr(r, "eqn_index", -1))
+            hidden = [path_text(p) for p in getattr(r, "connected_hidden_paths", ())]
+            tail = [i for i in getattr(r, "path_eqn_indices", ()) if i != r.eqn_index]
+            outs = [h for h in map(self.hidden_out_id, hidden) if h]
+            slice_nodes = (*self.with_nested(self.eqn_ids(tail)), *outs)
+            infos.append(
+                RelationInfo(
+                    id=f"r{k}",
+                    primitive=str(getattr(r.primitive, "name", r.primitive)),
+                    node=node,
+                    weight_paths=tuple(
+                        dict.fromkeys(path_text(p) for p in r.trainable_paths.values())
+                    ),
+                    groups=tuple(g.index for g in r.hidden_groups),
+                    hidden_paths=tuple(hidden),
+                    slice_nodes=slice_nodes,
+                    slice_edges=self.edges_among((node, *slice_nodes)),
+                )
+            )
+        return infos
+
+    def perturbation_infos(self) -> list[PerturbInfo]:
+        perturb = getattr(self.graph, "hidden_perturb", None)
+        if perturb is None:
+            return []
+        producers = getattr(perturb, "hidden_producer_eqn_indices", {}) or {}
+        infos = []
+        for path in perturb.perturb_hidden_paths:
+            text = path_text(path)
+            index = producers.get(path, producers.get(text))
+            out_id = self.hidden_out_id(text)
+            pt_id = None
+            if self.options["perturbation_nodes"] and out_id is not None:
+                pt_id = self.builder.add_node(
+                    f"pt:{text}",
+                    kind="perturb",
+                    label=f"p[{text}]",
+                    hidden_path=text,
+                    group=self.group_of.get(text),
+                    out_avals=self.builder.nodes[out_id]["in_avals"],
+                )
+                aval = self.builder.nodes[out_id]["in_avals"][0]
+                self.builder.add_edge(
+                    f"{pt_id}>{out_id}", pt_id, out_id, f"p_{text}", aval, kind="perturb"
+                )
+            node = self.eqn_id(index) if index is not None else None
+            infos.append(PerturbInfo(hidden_path=text, node=node, perturb_node=pt_id))
+        return infos
+
+    def diagnostic_infos(self) -> list[DiagnosticInfo]:
+        infos = []
+        for k, rec in enumerate(getattr(self.graph, "diagnostics", ()) or ()):
+            context = dict(getattr(rec, "context", {}) or {})
+            node_ids = self.eqn_ids(context.get("eqn_indices", ()))
+            weight = path_text(rec.weight_path) if rec.weight_path else None
+            if not node_ids and weight and f"p:{weight}" in self.builder.nodes:
+                node_ids = (f"p:{weight}",)
+            infos.append(
+                DiagnosticInfo(
+                    index=k,
+                    kind=_enum_text(rec.kind),
+                    level=_enum_text(getattr(rec.level, "name", rec.level)),
+                    message=str(rec.message),
+                    weight_path=weight,
+                    hidden_paths=tuple(path_text(p) for p in rec.hidden_paths),
+                    node_ids=node_ids,
+                )
+            )
+        return infos
+
+    def readout_infos(self) -> list[ReadoutInfo]:
+        readouts = getattr(self.graph, "readout_params", None) or {}
+        infos = []
+        for path, readout in readouts.items():
+            indices = getattr(readout, "path_eqn_indices", None)
+            indices = indices if indices is not None else getattr(readout, "eqn_indices", ())
+            nodes = self.with_nested(self.eqn_ids(indices))
+            outs = tuple(n for n in self.builder.nodes if n.startswith("out:"))
+            nodes = (*nodes, *(o for o in outs if self.edges_among((*nodes, o))))
+            infos.append(ReadoutInfo(path_text(path), nodes, self.edges_among(nodes)))
+        return infos
+
+
+def _leaves(tree: Any) -> list[Any]:
+    import jax
+
+    return jax.tree.leaves(tree, is_leaf=lambda x: is_var(x) or not hasattr(x, "__iter__"))
+
+
+def build_from_etrace_graph(graph: Any, *, title: str | None, options: dict, legend) -> ViewModel:
+    """The full view model of an ``ETraceGraph`` (see ``view_model.build_view_model``)."""
+    ann = Annotator(graph, options)
+    ins, outs = ann.state_roles()
+    ann.builder.build(ann.minfo.closed_jaxpr, ins, outs)
+    perturbations = ann.perturbation_infos()
+    groups = ann.group_infos()
+    relations = ann.relation_infos()
+    readouts = ann.readout_infos()
+    diagnostics = ann.diagnostic_infos()
+    weights = classify_weights(ann, relations, readouts, diagnostics)
+    for w in weights:  # label ETP equations with the weight they use and its status
+        for node_id in w.node_ids:
+            node = ann.builder.nodes[node_id]
+            if node.get("etp") and node.get("weight_path") is None:
+                ann.builder.update_node(node_id, weight_path=w.path, status=w.status)
+    nodes, edges, clusters = ann.builder.frozen()
+    model = getattr(ann.minfo, "model", None)
+    return ViewModel(
+        title=title or type(model).__name__,
+        nodes=nodes,
+        edges=edges,
+        clusters=clusters,
+        weights=tuple(weights),
+        groups=tuple(groups),
+        relations=tuple(relations),
+        readouts=tuple(readouts),
+        perturbations=tuple(perturbations),
+        diagnostics=tuple(diagnostics),
+        legend=legend,
+        options=tuple(sorted(options.items())),
+    )
+
+
+__all__ += ["Annotator", "aval_text"]

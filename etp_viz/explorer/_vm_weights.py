@@ -1,0 +1,141 @@
+"""Weights panel data: every ``ParamState`` with status, reason, suggested fix and its path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brainstate
+import jax
+
+from ._vm_types import WeightInfo
+
+#: diagnostic kind -> the fix we suggest for a weight it names (first match wins)
+FIXES: dict[str, str] = {
+    "relation_excluded_weight_to_weight": (
+        "route the op's output directly into a hidden state (element-wise ops only between "
+        "them) or learn it by BPTT"
+    ),
+    "primitive_inside_control_flow": "move the op out of the loop / learn it by BPTT",
+    "relation_excluded_shape_mismatch": (
+        "make the op's output broadcast-compatible with the hidden state it feeds, or learn "
+        "it by BPTT"
+    ),
+    "relation_excluded_no_paramstate": "hold the weight in a brainstate.ParamState",
+    "trainable_invar_not_paramstate": "hold the weight in a brainstate.ParamState",
+    "relation_tail_couples_positions": (
+        "keep the path from the op to the hidden state element-wise (no reshapes/sums across "
+        "positions), or learn it by BPTT"
+    ),
+    "relation_excluded_non_temporal": (
+        "its output reaches no hidden state: use it as a readout of the model output, or "
+        "learn it by BPTT"
+    ),
+}
+PLAIN_MATMUL_FIX = "use etp_viz.matmul instead of `@`"
+NO_ETP_FIX = "use an ETP primitive (etp_viz.matmul, etp_viz.element_wise, ...) for this weight"
+NOT_ETP_REASON = "not used by an ETP primitive"
+_MATMUL_PRIMITIVES = {"dot_general", "matmul", "dot"}
+_READOUT_KINDS = ("output_bypasses_hidden", "relation_excluded_non_temporal", "readout")
+_LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def _param_states(minfo: Any) -> list[tuple[str, Any]]:
+    from ._vm_annotate import path_text
+
+    states = [(path_text(p), st) for p, st in minfo.retrieved_model_states.items()]
+    return [(p, st) for p, st in states if isinstance(st, brainstate.ParamState)]
+
+
+def _state_aval(state: Any) -> str:
+    from ._vm_annotate import aval_text
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(state.value)
+    if len(flat) == 1 and not flat[0][0]:
+        return aval_text(flat[0][1])
+    parts = [f"{_key_text(k)}: {aval_text(v)}" for k, v in flat]
+    return "{" + ", ".join(parts) + "}"
+
+
+def _key_text(keypath: Any) -> str:
+    return jax.tree_util.keystr(keypath).strip("[].'\"").replace("']['", ".")
+
+
+def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightInfo]:
+    """One :class:`WeightInfo` per ``ParamState`` of the model, in the model's order."""
+    from ._vm_annotate import path_text
+
+    invars_of = {path_text(k): v for k, v in ann.minfo.weight_path_to_invars.items()}
+    records = list(getattr(ann.graph, "diagnostics", ()) or ())
+    readout_paths = {r.path: r for r in readouts}
+    has_readout_info = getattr(ann.graph, "readout_params", None) is not None
+    out = []
+    for path, state in _param_states(ann.minfo):
+        invars = invars_of.get(path, [])
+        consumers = [i for v in invars for i in ann.minfo.def_use.consumers.get(v, [])]
+        mine = [d for d in diagnostics if d.weight_path == path]
+        mine.sort(key=lambda d: (_LEVEL_ORDER.get(d.level, 3), d.index))
+        contexts = {d.index: dict(getattr(records[d.index], "context", {}) or {}) for d in mine}
+        rels = [r for r in relations if path in r.weight_paths]
+        node_ids = [f"p:{path}"] if f"p:{path}" in ann.builder.nodes else []
+        node_ids += [r.node for r in rels if r.node] + list(ann.eqn_ids(consumers))
+        kinds = [d.kind for d in mine]
+        path_nodes: tuple[str, ...] = ()
+        boundary: tuple[str, ...] = ()
+        fix = None
+        groups: tuple[int, ...] = ()
+        if rels:
+            status = "online"
+            groups = tuple(sorted({g for r in rels for g in r.groups}))
+            path_nodes = tuple(
+                dict.fromkeys(n for r in rels for n in (r.node, *r.slice_nodes) if n)
+            )
+            reason = next(
+                (d.message for d in mine if d.kind == "relation_included"),
+                f"learned online (group {', '.join(map(str, groups))})",
+            )
+        elif path in readout_paths or (
+            not has_readout_info and "relation_excluded_non_temporal" in kinds
+        ):
+            status = "exact"
+            path_nodes = readout_paths[path].path_nodes if path in readout_paths else ()
+            preferred = sorted(mine, key=lambda d: d.kind != "output_bypasses_hidden")
+            reason = next(
+                (d.message for d in preferred if d.kind in _READOUT_KINDS),
+                "readout: reaches a model output without crossing a new hidden value "
+                "(exact same-step gradient)",
+            )
+        else:
+            status = "not_learned"
+            first = next((d for d in mine if d.kind != "relation_included"), None)
+            if first is not None:
+                reason = first.message
+                context = contexts[first.index]
+                path_nodes = ann.with_nested(ann.eqn_ids(context.get("path_eqn_indices", ())))
+                boundary = ann.eqn_ids(context.get("blocking_eqn_indices", ()))
+            elif not invars:
+                reason = "not read by the model's step"
+            else:
+                reason = NOT_ETP_REASON
+                path_nodes = ann.eqn_ids(consumers)
+            fix = next((FIXES[k] for k in kinds if k in FIXES), None)
+            if fix is None and invars:
+                prims = {ann.minfo.jaxpr.eqns[i].primitive.name for i in consumers}
+                fix = PLAIN_MATMUL_FIX if prims & _MATMUL_PRIMITIVES else NO_ETP_FIX
+            if path_nodes and boundary:
+                path_nodes = tuple(dict.fromkeys((*path_nodes, *boundary)))
+        out.append(
+            WeightInfo(
+                path=path,
+                status=status,
+                groups=groups,
+                reason=reason,
+                fix=fix,
+                aval=_state_aval(state),
+                node_ids=tuple(dict.fromkeys(node_ids)),
+                path_nodes=tuple(path_nodes),
+                path_edges=ann.edges_among((*node_ids[:1], *path_nodes)),
+                boundary_nodes=tuple(boundary),
+                diagnostics=tuple(d.index for d in mine),
+            )
+        )
+    return out
