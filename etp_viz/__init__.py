@@ -8,6 +8,7 @@ without the widget stack; explorer names are resolved lazily on first use.
 __version__ = "0.1.0"
 
 # --- ops (etp_viz.ops) -------------------------------------------------------------------
+from . import nn as nn
 from .ops import ETPPrimitive as ETPPrimitive
 from .ops import ETPPrimitiveSpec as ETPPrimitiveSpec
 from .ops import UnitMismatchError as UnitMismatchError
@@ -23,6 +24,8 @@ from .ops import register_primitive as register_primitive
 from .ops import register_primitive_spec as register_primitive_spec
 from .ops import sparse_matmul as sparse_matmul
 # --- nn (etp_viz.nn) ---------------------------------------------------------------------
+# The layers are public as the namespace `etp_viz.nn` (`from . import nn` above: isort puts
+# `.nn` before `.ops` in one import block).
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
 # --- learn (etp_viz.learn) ---------------------------------------------------------------
 # --- explorer (lazy: needs the [explorer] extra) ----------------------------------------
