@@ -1,0 +1,125 @@
+"""One small case per built-in primitive family x bias setting (build inside an x64 test)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from saiunit import sparse as ss
+
+from etp_viz import ops
+from etp_viz.ops.sparse import SparsePattern
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    prim: Any
+    x: Any
+    weights: dict
+    params: dict
+
+    def operands(self, weights: dict | None = None) -> list:
+        """Invars in order: x (if any) then trainable inputs sorted by invar index."""
+        weights = self.weights if weights is None else weights
+        index = ops.get_trainable_invars(self.prim, self.params)
+        ordered = [weights[k] for k in sorted(index, key=index.get)]
+        return ordered if self.x is None else [self.x, *ordered]
+
+    def apply(self, weights: dict | None = None, x: Any = None) -> jax.Array:
+        ops_ = self.operands(weights)
+        if self.x is not None and x is not None:
+            ops_[0] = x
+        return self.prim.bind(*ops_, **self.params)
+
+
+CASE_NAMES = [
+    "mm",
+    "mm+bias",
+    "mv",
+    "mv+bias",
+    "elemwise",
+    "conv1d",
+    "conv1d+bias",
+    "conv2d_grouped+bias",
+    "sp_mm",
+    "sp_mm+bias",
+    "sp_mv+bias",
+    "lora_mm",
+    "lora_mm+bias",
+    "lora_mv+bias",
+]
+
+
+def _normal(key, shape, i):
+    return jax.random.normal(jax.random.fold_in(key, i), shape, dtype=jnp.float64)
+
+
+def _conv_params(x, k, dn, **kw):
+    n = x.ndim - 2
+    params = dict(
+        window_strides=kw.get("strides", (1,) * n),
+        padding=kw.get("padding", "SAME"),
+        lhs_dilation=(1,) * n,
+        rhs_dilation=kw.get("rhs_dilation", (1,) * n),
+        feature_group_count=kw.get("groups", 1),
+        batch_group_count=1,
+        dimension_numbers=lax.conv_dimension_numbers(x.shape, k.shape, dn),
+    )
+    return params
+
+
+def _pattern(key):
+    dense = jnp.where(jax.random.uniform(key, (4, 5)) < 0.5, 1.0, 0.0).at[0, 0].set(1.0)
+    return SparsePattern.from_matrix(ss.CSR.fromdense(dense))
+
+
+def make_case(name: str, seed: int = 0) -> Case:
+    key = jax.random.PRNGKey(seed)
+    r = lambda shape, i: _normal(key, shape, i)  # noqa: E731
+    bias = name.endswith("+bias")
+    family = name.split("+")[0]
+    if family in ("mm", "mv"):
+        x = r((3, 4), 0) if family == "mm" else r((4,), 0)
+        weights = {"weight": r((4, 5), 1)}
+        prim = ops.etp_mm_p if family == "mm" else ops.etp_mv_p
+        params = {"has_bias": bias}
+    elif family == "elemwise":
+        return Case(name, ops.etp_elemwise_p, None, {"weight": r((5,), 1)}, {})
+    elif family == "conv1d":
+        x, k = r((2, 6, 3), 0), r((3, 3, 4), 1)
+        weights, prim = {"weight": k}, ops.etp_conv_p
+        params = {"has_bias": bias, **_conv_params(x, k, ("NWC", "WIO", "NWC"))}
+    elif family == "conv2d_grouped":
+        x, k = r((2, 4, 5, 4), 0), r((6, 2, 3, 2), 1)
+        weights, prim = {"weight": k}, ops.etp_conv_p
+        params = {
+            "has_bias": bias,
+            **_conv_params(
+                x, k, ("NCHW", "OIHW", "NCHW"), strides=(2, 1), padding=((1, 1), (0, 1)), groups=2
+            ),
+        }
+    elif family in ("sp_mm", "sp_mv"):
+        pattern = _pattern(jax.random.fold_in(key, 7))
+        x = r((3, 4), 0) if family == "sp_mm" else r((4,), 0)
+        weights = {"weight": r((pattern.nnz,), 1)}
+        prim = ops.etp_sp_mm_p if family == "sp_mm" else ops.etp_sp_mv_p
+        params = {"sparse_mat": pattern, "has_bias": bias}
+    elif family in ("lora_mm", "lora_mv"):
+        x = r((3, 4), 0) if family == "lora_mm" else r((4,), 0)
+        weights = {"lora_b": r((4, 2), 1), "lora_a": r((2, 5), 2)}
+        prim = ops.etp_lora_mm_p if family == "lora_mm" else ops.etp_lora_mv_p
+        params = {"alpha": 0.7, "has_bias": bias}
+    else:  # pragma: no cover
+        raise KeyError(name)
+    if bias:
+        n_out = weights.get("weight", weights.get("lora_a")).shape[-1]
+        if family.startswith("conv"):
+            n_out = weights["weight"].shape[params["dimension_numbers"].rhs_spec[0]]
+        elif family.startswith("sp"):
+            n_out = params["sparse_mat"].shape[1]
+        weights["bias"] = r((n_out,), 3)
+    return Case(name, prim, x, weights, params)
