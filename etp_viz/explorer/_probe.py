@@ -62,14 +62,21 @@ class Probe:
 
     def __init__(self, algorithm: Any, model: Any) -> None:
         self.param_states = {path_name(p): s for p, s in dict(algorithm.param_states).items()}
-        model_ids = {id(s) for s in _states_of(model).values()}
-        self.trace_states = {
-            name: state
-            for name, state in _states_of(algorithm).items()
-            if id(state) not in model_ids and not isinstance(state, brainstate.ParamState)
-        }
+        self.relation_names: dict[str, list[str]] = {}
+        self.etrace = getattr(algorithm, "etrace", None)
+        if isinstance(self.etrace, brainstate.State):
+            self.trace_states = {}
+            self._trace_layout = _etrace_layout(algorithm, self.etrace.value, self.relation_names)
+        else:
+            model_ids = {id(s) for s in _states_of(model).values()}
+            self.trace_states = {
+                name: state
+                for name, state in _states_of(algorithm).items()
+                if id(state) not in model_ids and not isinstance(state, brainstate.ParamState)
+            }
+            self._trace_layout = {}
         self.unavailable: list[str] = []
-        if not self.trace_states:
+        if not self.trace_states and not self._trace_layout:
             self.unavailable.append("trace magnitudes (the algorithm holds no trace states)")
         self.unavailable.append("dh/dy and dh/dh heatmaps (not exposed by etp_viz.learn yet)")
 
@@ -78,6 +85,8 @@ class Probe:
         spec: dict[str, tuple[int, ...]] = {"loss": ()}
         for name in self.trace_states:
             spec[f"{_trace_kind(name)}/{name}"] = ()
+        for metric in self._trace_layout:
+            spec[metric] = ()
         for name in self.param_states:
             spec[f"grad_norm/{name}"] = ()
             spec[f"update_norm/{name}"] = ()
@@ -88,7 +97,35 @@ class Probe:
         row = {"loss": jnp.asarray(loss, jnp.float32).reshape(())}
         for name, state in self.trace_states.items():
             row[f"{_trace_kind(name)}/{name}"] = tree_norm(state.value)
+        if self._trace_layout:
+            traces = self.etrace.value
+            for metric, getter in self._trace_layout.items():
+                row[metric] = tree_norm(getter(traces))
         for name in self.param_states:
             row[f"grad_norm/{name}"] = tree_norm(grads[name])
             row[f"update_norm/{name}"] = tree_norm(updates[name])
         return row
+
+
+def _etrace_layout(algorithm: Any, traces: Any, relation_names: dict[str, list[str]]) -> dict:
+    """Metric name → function(traces) for an ``etp_viz.learn`` algorithm's ``etrace`` pytree.
+
+    D-RTRL keeps ``{(relation, group): {key: ε}}``; ES-D-RTRL keeps ``{"x": {relation: ε_x},
+    "f": {(relation, group): ε_f}}``. Relations are named ``r<i>`` (the view model's relation
+    ids) and ``r<i>.g<k>`` per hidden group; ``relation_names`` receives their weight paths.
+    """
+    plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
+    for relation in getattr(plan, "relations", ()) or ():
+        paths = getattr(relation, "weight_paths", {}) or {}
+        relation_names[f"r{relation.index}"] = sorted({path_name(p) for p in paths.values()})
+    layout: dict[str, Any] = {}
+    if isinstance(traces, dict) and set(traces) == {"x", "f"}:
+        for r in traces["x"]:
+            layout[f"trace_x/r{r}"] = lambda t, r=r: t["x"][r]
+        for r, g in traces["f"]:
+            layout[f"trace_f/r{r}.g{g}"] = lambda t, k=(r, g): t["f"][k]
+    elif isinstance(traces, dict):
+        for key in traces:
+            name = f"r{key[0]}.g{key[1]}" if isinstance(key, tuple) and len(key) == 2 else key
+            layout[f"trace/{name}"] = lambda t, k=key: t[k]
+    return layout

@@ -174,7 +174,8 @@ class Session:
             "params": list(self.params),
             "traces": list(self.probe.trace_states),
             "unavailable": list(self.probe.unavailable),
-            "relations": len(getattr(graph, "relations", ()) or ()),
+            "relations": dict(self.probe.relation_names),
+            "num_relations": len(getattr(graph, "hidden_param_op_relations", ()) or ()),
             "steps_per_frame": self.steps_per_frame,
         }
 

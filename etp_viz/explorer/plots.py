@@ -1,0 +1,242 @@
+"""Static matplotlib figures of a session's history (``etp_viz.plot``): docs, papers, nbviewer.
+
+Every function takes a :class:`~etp_viz.explorer.history.History` (or the session itself) and
+returns a ``matplotlib.figure.Figure`` built without ``pyplot`` (no global state, safe in
+threads and headless runs). Heatmaps use a diverging colour map centred on zero and clip
+outliers to a quantile so one spike does not wash out the picture.
+
+Examples
+--------
+>>> import numpy as np
+>>> from etp_viz.explorer.history import History
+>>> h = History()
+>>> h.extend(np.arange(50), {"loss": np.linspace(1, 0.1, 50), "trace/r0.g0": np.ones(50)})
+>>> fig = loss(h, smooth=5)
+>>> fig.axes[0].get_ylabel()
+'loss'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["fidelity", "gradient_norms", "jacobian_heatmap", "loss", "trace_magnitudes"]
+
+DIVERGING_CMAP = "RdBu_r"
+
+
+def _history(obj: Any) -> Any:
+    return getattr(obj, "history", obj)
+
+
+def _figure(nrows: int = 1, figsize: tuple[float, float] = (6.0, 3.2)) -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(nrows, 1, squeeze=False)[:, 0]
+    return fig, axes
+
+
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average (the first points average what exists so far).
+
+    >>> moving_average(np.array([1.0, 3.0, 5.0]), 2).tolist()
+    [1.0, 2.0, 4.0]
+    """
+    values = np.asarray(values, np.float64)
+    if window <= 1 or values.size == 0:
+        return values
+    cumulative = np.cumsum(np.insert(values, 0, 0.0))
+    ends = np.arange(1, values.size + 1)
+    starts = np.maximum(ends - window, 0)
+    return (cumulative[ends] - cumulative[starts]) / (ends - starts)
+
+
+def trim_outliers(values: np.ndarray, quantile: float = 0.99) -> float:
+    """Symmetric colour limit: the ``quantile`` of ``|values|`` (ignoring non-finite values).
+
+    >>> trim_outliers(np.array([0.1, -0.2, 100.0]), quantile=0.5)
+    0.2
+    """
+    finite = np.abs(np.asarray(values, np.float64))
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return 1.0
+    limit = float(np.quantile(finite, quantile))
+    return limit if limit > 0 else float(finite.max() or 1.0)
+
+
+def _require(mapping: dict, what: str, hint: str) -> None:
+    if not mapping:
+        raise ValueError(f"This history has no {what}. {hint}")
+
+
+def loss(history: Any, *, smooth: int = 20, log: bool = True, ax: Any = None) -> Any:
+    """Loss per step (thin) and its moving average over ``smooth`` steps (thick).
+
+    Parameters
+    ----------
+    history : History or Session
+    smooth : int
+        Window of the moving average (1: none).
+    log : bool
+        Log-scaled y axis.
+    ax : matplotlib Axes, optional
+        Draw into it instead of a new figure.
+    """
+    history = _history(history)
+    fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
+    steps, values = history.steps, history.loss
+    axes[0].plot(steps, values, lw=0.6, alpha=0.4, color="C0", label="loss")
+    if smooth > 1:
+        axes[0].plot(
+            steps, moving_average(values, smooth), lw=1.8, color="C0", label=f"mean of {smooth}"
+        )
+    if log and values.size and np.all(values[np.isfinite(values)] > 0):
+        axes[0].set_yscale("log")
+    _mark_failure(axes[0], history)
+    axes[0].set(xlabel="step", ylabel="loss", title=_title(history, "loss"))
+    axes[0].legend(loc="upper right", fontsize="small")
+    return fig
+
+
+def trace_magnitudes(
+    history: Any, *, relations: list[str] | None = None, log: bool = True, ax: Any = None
+) -> Any:
+    """Eligibility-trace norms per relation over time (‖ε‖, or ‖ε_x‖ and ‖ε_f‖ for ES-D-RTRL).
+
+    ``relations`` filters by name (``"r0.g0"``, ``"r1"``); the legend shows the weight paths.
+    """
+    history = _history(history)
+    series = {}
+    for kind, style in (("trace", "-"), ("trace_x", "--"), ("trace_f", "-")):
+        for name, values in history.kind(kind).items():
+            if relations is None or name in relations or name.split(".")[0] in relations:
+                series[(kind, name)] = (values, style)
+    _require(
+        series,
+        "trace magnitudes",
+        "Record with an etp_viz.learn algorithm "
+        "(D_RTRL / ES_D_RTRL); see history.meta['unavailable'].",
+    )
+    fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
+    names = history.meta.get("relations", {})
+    for index, ((kind, name), (values, style)) in enumerate(series.items()):
+        paths = names.get(name.split(".")[0], [])
+        label = f"{kind.replace('trace', 'ε')} {name}" + (f" ({', '.join(paths)})" if paths else "")
+        axes[0].plot(history.steps, values, style, lw=1.2, color=f"C{index % 10}", label=label)
+    if log:
+        axes[0].set_yscale("symlog", linthresh=1e-6)
+    axes[0].set(xlabel="step", ylabel="‖trace‖", title=_title(history, "trace magnitudes"))
+    axes[0].legend(loc="best", fontsize="x-small")
+    return fig
+
+
+def jacobian_heatmap(
+    history: Any,
+    name: str | None = None,
+    *,
+    last: int = 200,
+    quantile: float = 0.99,
+    ax: Any = None,
+) -> Any:
+    """Units × recent time heatmap of a per-unit quantity (dh/dy ``df/…``, dh/dh ``dhdh/…``)
+    or of any ``(T, units)`` array, on a diverging colour map with outliers clipped.
+
+    Parameters
+    ----------
+    history : History, Session or numpy.ndarray
+        An array is drawn as is (rows = steps).
+    name : str, optional
+        Metric name, e.g. ``"dhdh/g0"``; default: the first 2-D metric found.
+    last : int
+        Only the most recent ``last`` steps.
+    quantile : float
+        Colour limits are ± this quantile of |values| (outlier trimming).
+    """
+    if isinstance(history, np.ndarray):
+        values, steps, title = history, np.arange(history.shape[0]), name or "values"
+    else:
+        history = _history(history)
+        matrices = {k: v for k, v in history.metrics.items() if v.ndim == 2}
+        _require(
+            matrices,
+            "per-unit (dh/dy, dh/dh) records",
+            f"Unavailable with this algorithm: {history.meta.get('unavailable', [])}. "
+            "Pass a (steps, units) array instead: jacobian_heatmap(array).",
+        )
+        name = name or next(iter(matrices))
+        values, steps, title = history[name], history.steps, _title(history, name)
+    values = np.asarray(values, np.float64)[-last:]
+    steps = np.asarray(steps)[-last:]
+    limit = trim_outliers(values, quantile)
+    fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
+    image = axes[0].imshow(
+        values.T,
+        aspect="auto",
+        cmap=DIVERGING_CMAP,
+        vmin=-limit,
+        vmax=limit,
+        interpolation="nearest",
+        origin="lower",
+        extent=(steps[0] - 0.5, steps[-1] + 0.5, -0.5, values.shape[1] - 0.5)
+        if steps.size
+        else None,
+    )
+    fig.colorbar(image, ax=axes[0], label=f"clipped at ±{limit:.3g} (q={quantile})")
+    axes[0].set(xlabel="step", ylabel="unit", title=title)
+    return fig
+
+
+def fidelity(history: Any, *, ax: Any = None) -> Any:
+    """Gradient fidelity checkpoints: cosine similarity and relative error vs BPTT."""
+    history = _history(history)
+    _require(
+        history.fidelity,
+        "fidelity checkpoints",
+        "Create the session with fidelity_every=K (e.g. 50) to measure them.",
+    )
+    steps = [f["step"] for f in history.fidelity]
+    fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
+    axes[0].plot(steps, [f["cosine"] for f in history.fidelity], "o-", color="C2", label="cosine")
+    axes[0].plot(
+        steps, [f["rel_error"] for f in history.fidelity], "s--", color="C3", label="relative error"
+    )
+    axes[0].axhline(1.0, color="grey", lw=0.5)
+    axes[0].set(xlabel="step", ylabel="vs BPTT", title=_title(history, "gradient fidelity"))
+    axes[0].legend(loc="best", fontsize="small")
+    return fig
+
+
+def gradient_norms(history: Any, *, log: bool = True, ax: Any = None) -> Any:
+    """Online gradient norm per parameter over time."""
+    history = _history(history)
+    norms = history.kind("grad_norm")
+    _require(norms, "gradient norms", "Step the session first.")
+    fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
+    for index, (name, values) in enumerate(norms.items()):
+        axes[0].plot(history.steps, values, lw=1.0, color=f"C{index % 10}", label=name)
+    if log:
+        axes[0].set_yscale("symlog", linthresh=1e-8)
+    axes[0].set(xlabel="step", ylabel="‖∇‖", title=_title(history, "gradient norms"))
+    axes[0].legend(loc="best", fontsize="x-small")
+    return fig
+
+
+def _title(history: Any, what: str) -> str:
+    meta = history.meta
+    parts = [meta.get("algorithm"), meta.get("task")]
+    return f"{what} — {' / '.join(str(p) for p in parts if p)}" if any(parts) else what
+
+
+def _mark_failure(ax: Any, history: Any) -> None:
+    if history.failure:
+        ax.axvline(
+            history.failure["step"],
+            color="red",
+            lw=1,
+            ls=":",
+            label=f"non-finite at step {history.failure['step']}",
+        )

@@ -1,0 +1,88 @@
+"""Static matplotlib plots of a history (Agg, no display)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from etp_viz.explorer import plots
+from etp_viz.explorer.history import History
+
+
+@pytest.fixture
+def history():
+    h = History(meta={"algorithm": "es_d_rtrl", "task": "sine", "relations": {"r0": ["W"]}})
+    steps = np.arange(100)
+    h.extend(
+        steps,
+        {
+            "loss": np.exp(-steps / 30) + 0.01,
+            "trace_x/r0": np.ones(100),
+            "trace_f/r0.g0": np.linspace(0, 1, 100),
+            "grad_norm/W": np.linspace(1, 0, 100),
+            "dhdh/g0": np.random.default_rng(0).normal(size=(100, 8)),
+        },
+    )
+    h.fidelity = [
+        {"step": 50, "window": 20, "cosine": 0.9, "rel_error": 0.3},
+        {"step": 100, "window": 20, "cosine": 0.95, "rel_error": 0.2},
+    ]
+    return h
+
+
+def test_loss_figure_has_log_axis_and_smoothing(history):
+    fig = plots.loss(history, smooth=10)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    assert len(ax.lines) == 2
+    fig.savefig(__import__("io").BytesIO(), format="png")
+
+
+def test_loss_marks_failure(history):
+    history.failure = {"step": 60, "quantities": ["loss"], "message": "x"}
+    labels = [line.get_label() for line in plots.loss(history).axes[0].lines]
+    assert "non-finite at step 60" in labels
+
+
+def test_trace_magnitudes_labels_relations_with_weight_paths(history):
+    labels = [line.get_label() for line in plots.trace_magnitudes(history).axes[0].lines]
+    assert labels == ["ε_x r0 (W)", "ε_f r0.g0 (W)"]
+    only = plots.trace_magnitudes(history, relations=["r0.g0"]).axes[0].lines
+    assert len(only) == 1
+
+
+def test_jacobian_heatmap_is_diverging_and_trims_outliers(history):
+    values = np.random.default_rng(1).normal(size=(50, 6))
+    values[10, 2] = 1e6  # an outlier must not set the colour scale
+    fig = plots.jacobian_heatmap(values, quantile=0.99)
+    image = fig.axes[0].images[0]
+    low, high = image.get_clim()
+    assert low == -high and high < 10
+    assert image.get_cmap().name == "RdBu_r"
+    assert plots.jacobian_heatmap(history, "dhdh/g0", last=30).axes[0].images[
+        0
+    ].get_array().shape == (8, 30)
+
+
+def test_fidelity_and_gradient_norms(history):
+    assert len(plots.fidelity(history).axes[0].lines) == 3
+    assert len(plots.gradient_norms(history).axes[0].lines) == 1
+
+
+def test_missing_data_errors_teach():
+    empty = History()
+    with pytest.raises(ValueError, match="fidelity_every"):
+        plots.fidelity(empty)
+    with pytest.raises(ValueError, match="no trace magnitudes"):
+        plots.trace_magnitudes(empty)
+    with pytest.raises(ValueError, match=r"\(steps, units\) array"):
+        plots.jacobian_heatmap(empty)
+
+
+def test_plots_accept_a_session_like_object(history):
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.history = history
+    assert plots.loss(holder).axes
