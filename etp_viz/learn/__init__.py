@@ -1,1 +1,14 @@
-"""etp_viz.learn"""
+"""etp_viz.learn: graph executors and the online learners D-RTRL and ES-D-RTRL (pp_prop)."""
+
+from .base import ETraceAlgorithm as ETraceAlgorithm
+from .base import ETraceVjpAlgorithm as ETraceVjpAlgorithm
+from .d_rtrl import D_RTRL as D_RTRL
+from .d_rtrl import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
+from .executor import ETraceGraphExecutor as ETraceGraphExecutor
+from .executor import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
+from .executor import MultiStepData as MultiStepData
+from .pp_prop import ES_D_RTRL as ES_D_RTRL
+from .pp_prop import IODimVjpAlgorithm as IODimVjpAlgorithm
+from .pp_prop import pp_prop as pp_prop
+from .status import LearningStatus as LearningStatus
+from .status import ParamLearning as ParamLearning

@@ -1,0 +1,216 @@
+r"""Online-learning algorithms as brainstate Modules: the base classes.
+
+``ETraceAlgorithm`` owns a model and a graph executor; ``ETraceVjpAlgorithm`` turns one call
+``y = alg(x)`` into a ``jax.custom_vjp`` function whose forward runs the step and updates the
+eligibility traces, and whose backward returns *online* gradients:
+
+.. math::
+
+    \nabla_\theta \mathcal{L}^t = \underbrace{\partial \mathcal{L}^t/\partial \theta
+    \big|_{h^t\ \mathrm{fixed}}}_{\text{readouts, exact}} +
+    \underbrace{(\partial \mathcal{L}^t/\partial h^t)\cdot \epsilon^t}_{\text{ETP relations}},
+
+so ``brainstate.transform.grad(lambda x: loss(alg(x)), alg.param_states)(x)`` is the gradient
+of one step. Subclasses supply the trace layout, its update and its contraction
+(:mod:`.d_rtrl`, :mod:`.pp_prop`). With ``vjp_method='multi-step'`` a call on
+``MultiStepData(xs)`` is differentiated exactly inside the window and the past enters through
+the window-entry hidden state: :math:`(\partial\mathcal{L}/\partial h^{t_0})\cdot
+\epsilon^{t_0}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brainstate
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .executor import ETraceVjpGraphExecutor, MultiStepData
+from .status import learning_status
+from .vjp_step import make_multi_step, make_single_step
+
+__all__ = ["ETraceAlgorithm", "ETraceVjpAlgorithm"]
+
+
+class ETraceAlgorithm(brainstate.nn.Module):
+    """Base of the online learners: a model, a graph executor, and trace states.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+        The model (states initialised).
+    graph_executor : ETraceGraphExecutor
+    """
+
+    def __init__(self, model: Any, graph_executor: Any, name: str | None = None):
+        super().__init__(name=name)
+        self.model = model
+        self.graph_executor = graph_executor
+        self.is_compiled = False
+
+    @property
+    def graph(self) -> Any:
+        """The compiled ``ETraceGraph`` (``None`` before :meth:`compile_graph`)."""
+        return self.graph_executor.graph
+
+    @property
+    def param_states(self) -> Any:
+        """``{path: ParamState}`` of the model (the ``grad_states`` to differentiate)."""
+        return self.model.states(brainstate.ParamState)
+
+    def compile_graph(self, *args: Any) -> None:
+        """Compile the model on example inputs of one step and allocate zero traces."""
+        self.graph_executor.compile_graph(*args)
+        self.learning_status = learning_status(self.graph_executor.plan, self.graph)
+        self.init_etrace_state()
+        self.is_compiled = True
+
+    def init_etrace_state(self, *args: Any, **kwargs: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _require_compiled(self) -> None:
+        if not self.is_compiled:
+            raise RuntimeError(
+                f"{type(self).__name__} is not compiled: call `alg.compile_graph(x0)` with an "
+                "example input of one step before stepping, e.g.\n"
+                "    alg = etp_viz.D_RTRL(model); alg.compile_graph(x[0]); y = alg(x[1])"
+            )
+
+
+class ETraceVjpAlgorithm(ETraceAlgorithm):
+    """Base of the VJP-based learners (``jax.custom_vjp`` update).
+
+    Subclasses implement ``init_traces(plan) -> pytree``,
+    ``update_traces(traces, data, count) -> pytree`` and
+    ``trace_gradients(traces, dl_dh, weights, count) -> {relation: {key: grad}}``.
+    """
+
+    def __init__(self, model: Any, vjp_method: str = "single-step", name: str | None = None):
+        super().__init__(model, ETraceVjpGraphExecutor(model, vjp_method), name=name)
+        self.vjp_method = vjp_method
+        self.etrace = None
+        self.count = None
+
+    # -- states ----------------------------------------------------------------------------
+
+    def init_etrace_state(self, *args: Any, **kwargs: Any) -> None:
+        """(Re)allocate zero traces for the compiled graph."""
+        plan = self.graph_executor.plan
+        self.etrace = brainstate.ShortTermState(self.init_traces(plan))
+        dtype = _float_dtype(plan)
+        self.count = brainstate.ShortTermState(jnp.zeros((), dtype))
+        self._single = make_single_step(self)
+        self._multi = make_multi_step(self)
+
+    def reset_state(self, batch_size: int | None = None, **kwargs: Any) -> None:
+        """Reset the model's states and zero the traces.
+
+        A ``batch_size`` different from the compiled one recompiles on zero inputs with that
+        batch size (the traces' shapes depend on it).
+        """
+        brainstate.nn.reset_all_states(self.model, batch_size, **kwargs)
+        if not self.is_compiled:
+            return
+        example = self.graph_executor.example_args
+        if batch_size is not None and _batch_of(example) not in (None, batch_size):
+            zeros = jax.tree.map(lambda s: jnp.zeros((batch_size, *s.shape[1:]), s.dtype), example)
+            self.compile_graph(*zeros)
+            return
+        plan = self.graph_executor.plan
+        self.etrace.value = self.init_traces(plan)
+        self.count.value = jnp.zeros((), _float_dtype(plan))
+
+    def get_etrace_of(self, weight: Any) -> dict:
+        """The traces of one weight: ``{(relation, group): trace}`` (keys as in
+        ``learning_status``). ``weight`` is a ``ParamState`` or its path (tuple or dotted)."""
+        self._require_compiled()
+        path = _resolve_path(self.param_states, weight)
+        return self.traces_of_path(self.etrace.value, path)
+
+    # -- stepping --------------------------------------------------------------------------
+
+    def update(self, *args: Any) -> Any:
+        self._require_compiled()
+        if len(args) == 1 and isinstance(args[0], MultiStepData):
+            return self._multi(args[0].xs)
+        for arg in args:
+            if isinstance(arg, MultiStepData):
+                raise TypeError("MultiStepData must be the only argument of a multi-step call")
+        _check_like(self.graph_executor.example_args, args, self)
+        return self._single(args)
+
+    # -- hooks for subclasses --------------------------------------------------------------
+
+    def init_traces(self, plan: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def update_traces(self, traces: Any, data: dict, count: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def trace_gradients(
+        self, traces: Any, dl_dh: dict, weights: dict, count: Any
+    ) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    def traces_of_path(self, traces: Any, path: tuple) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _float_dtype(plan: Any) -> Any:
+    for var in plan.module_info.weight_invars:
+        if jnp.issubdtype(var.aval.dtype, jnp.floating):
+            return var.aval.dtype
+    return jnp.result_type(float)
+
+
+def _batch_of(example: Any) -> int | None:
+    leaves = jax.tree.leaves(example)
+    return leaves[0].shape[0] if leaves and len(leaves[0].shape) >= 2 else None
+
+
+def _check_like(example: Any, args: Any, alg: Any) -> None:
+    expected = jax.tree.leaves(example)
+    got = jax.tree.leaves(args)
+    same = len(expected) == len(got) and all(
+        tuple(np.shape(g)) == tuple(e.shape) for g, e in zip(got, expected)
+    )
+    if same:
+        return
+    shapes = [tuple(np.shape(g)) for g in got]
+    compiled = [tuple(e.shape) for e in expected]
+    hint = ""
+    if len(shapes) == len(compiled) and all(
+        len(s) == len(c) and s[1:] == c[1:] and s[:1] != c[:1] for s, c in zip(shapes, compiled)
+    ):
+        hint = (
+            f" The batch size differs from the compiled one ({compiled[0][0]}): call "
+            f"`alg.reset_state(batch_size={shapes[0][0]})` (recompiles) or compile on an "
+            "input with this batch size."
+        )
+    elif len(shapes) == len(compiled) and all(
+        len(s) == len(c) + 1 for s, c in zip(shapes, compiled)
+    ):
+        hint = (
+            " It looks like a whole sequence: pass `etp_viz.MultiStepData(xs)` to a learner "
+            "built with vjp_method='multi-step', or call the learner once per time step."
+        )
+    raise ValueError(
+        f"{type(alg).__name__}: input shapes {shapes} do not match the shapes the graph was "
+        f"compiled for {compiled}.{hint}"
+    )
+
+
+def _resolve_path(param_states: Any, weight: Any) -> tuple:
+    if isinstance(weight, brainstate.State):
+        for path, state in param_states.items():
+            if state is weight:
+                return tuple(path)
+        raise KeyError("this ParamState does not belong to the learner's model")
+    if isinstance(weight, str):
+        weight = tuple(int(p) if p.isdigit() else p for p in weight.split("."))
+    path = tuple(weight)
+    if path not in param_states:
+        raise KeyError(f"no parameter at path {path}; known: {list(param_states.keys())}")
+    return path

@@ -1,0 +1,171 @@
+r"""The trace algebra of D-RTRL and ES-D-RTRL (pp_prop) as pure functions.
+
+Everything here works on one (relation, hidden group) pair and one time step, with arrays only
+(no graph, no states), so it can be read next to the papers and tested in isolation. Shapes:
+
+* ``dh_dh`` -- the per-position block :math:`D^t` of :math:`\partial h^t/\partial h^{t-1}`,
+  shape ``(*varshape, S, S)`` with entry ``[p, a, b] = d h^t[p, a] / d h^{t-1}[p, b]``;
+* ``df`` -- :math:`D_f^t = \partial h^t/\partial y^t` (one JVP with an all-ones tangent per
+  state), shape ``(*varshape, S)``; exact when the tail ``y -> h`` is element-wise;
+* ``dl_dh`` -- the learning signal :math:`\partial L/\partial h^t`, shape ``(*varshape, S)``;
+* ``x`` -- the primitive's input :math:`x^t` (``None`` for element-wise weights).
+
+``rules`` is a :class:`PrimitiveRules` (the primitive's ETP rules, see ``etp_viz.ops``).
+
+References
+----------
+Wang, C. et al. "Towards scalable and efficient online learning for spiking and recurrent
+neural networks" (D-RTRL and ES-D-RTRL, the eligibility-trace propagation framework).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+
+#: bias correction of the ES-D-RTRL df trace is dropped after this many updates
+#: (:math:`\alpha_f^{1000}` is below float32 resolution for any useful decay).
+BIAS_CORRECTION_STEPS = 1000
+
+
+class PrimitiveRules(NamedTuple):
+    """The ETP rules of one primitive, bound to an equation's static params."""
+
+    yw_to_w: Callable[..., dict]
+    xy_to_dw: Callable[..., dict]
+    xy_to_etrace: Callable[..., dict]
+    etrace_to_dw: Callable[..., dict]
+    params: dict
+
+
+def _slice(trace: dict, index: int) -> dict:
+    return {key: value[..., index] for key, value in trace.items()}
+
+
+def _add(a: dict, b: dict) -> dict:
+    return {key: a[key] + b[key] for key in a}
+
+
+def drtrl_update(
+    trace: dict, dh_dh: Any, df: Any, x: Any, weights: dict, rules: PrimitiveRules
+) -> dict:
+    r"""One D-RTRL step of the parameter-dimension eligibility trace.
+
+    .. math::
+
+        \epsilon^t = D^t \epsilon^{t-1} + \mathrm{diag}(D_f^t) \otimes x^t,
+
+    per state ``a`` of the group:
+    :math:`\epsilon^t_a = \sum_b \mathrm{yw\_to\_w}(D^t_{ab}, \epsilon^{t-1}_b) +
+    \mathrm{xy\_to\_etrace}(x^t, D^t_{f,a})`. ``trace`` is laid out as ``init_drtrl`` (one
+    leaf per trainable key, trailing state axis ``S``); the result has the same layout.
+    """
+    num_state = dh_dh.shape[-1]
+    slices = []
+    for a in range(num_state):
+        acc = rules.xy_to_etrace(x, df[..., a], weights, **rules.params)
+        for b in range(num_state):
+            acc = _add(acc, rules.yw_to_w(dh_dh[..., a, b], _slice(trace, b), **rules.params))
+        slices.append(acc)
+    return {
+        key: jnp.stack([s[key] for s in slices], axis=-1).astype(trace[key].dtype) for key in trace
+    }
+
+
+def drtrl_gradient(trace: dict, dl_dh: Any, weights: dict, rules: PrimitiveRules) -> dict:
+    r"""Online D-RTRL gradient of one step: :math:`\nabla_\theta L^t = \sum_a
+    (\partial L^t/\partial h^t_a) \cdot \epsilon^t_a` (summed over hidden positions, and over
+    the batch for batched primitives), in the shape of the primitive's trainable inputs."""
+    total = None
+    for a in range(dl_dh.shape[-1]):
+        part = rules.etrace_to_dw(_slice(trace, a), dl_dh[..., a], weights, **rules.params)
+        total = part if total is None else _add(total, part)
+    return total
+
+
+def pp_update_x(trace_x: Any, x: Any, alpha_x: float) -> Any:
+    r"""ES-D-RTRL input trace: :math:`\epsilon_x^t = \alpha_x \epsilon_x^{t-1} + x^t`
+    (no :math:`1-\alpha_x` factor, as in the reference implementation)."""
+    return (alpha_x * trace_x + x).astype(trace_x.dtype)
+
+
+def pp_update_f(trace_f: Any, dh_dh: Any, df: Any, alpha_f: float) -> Any:
+    r"""ES-D-RTRL output (df) trace:
+    :math:`\epsilon_f^t = \alpha_f D^t \epsilon_f^{t-1} + (1-\alpha_f) D_f^t`,
+    with :math:`(D^t \epsilon_f)_a = \sum_b D^t_{ab} \epsilon_{f,b}` per hidden position."""
+    propagated = jnp.einsum("...ab,...b->...a", dh_dh, trace_f)
+    return (alpha_f * propagated + (1.0 - alpha_f) * df).astype(trace_f.dtype)
+
+
+def bias_correction(alpha_f: float, num_updates: Any) -> Any:
+    r""":math:`1 - \alpha_f^{k}` after ``k`` updates of the df trace (``k >= 1``), and exactly
+    1 once ``k > BIAS_CORRECTION_STEPS`` (the reference's :math:`1-\alpha_f^{k+1}` with ``k``
+    counted from 0, dropped at ``k >= 1000``)."""
+    k = jnp.maximum(num_updates, 1)
+    corrected = 1.0 - jnp.power(alpha_f, k.astype(jnp.result_type(float)))
+    return jnp.where(k > BIAS_CORRECTION_STEPS, 1.0, corrected)
+
+
+def pp_gradient(
+    trace_x: Any,
+    trace_f: Any,
+    dl_dh: Any,
+    correction: Any,
+    weights: dict,
+    rules: PrimitiveRules,
+    y_shape: tuple[int, ...],
+) -> dict:
+    r"""Online ES-D-RTRL gradient:
+    :math:`\nabla_W = \sum_a \mathrm{xy\_to\_dw}\big(\epsilon_x^t,\;
+    \epsilon^t_{f,a} \odot \partial L/\partial h^t_a \,/\, (1-\alpha_f^{k})\big)`.
+
+    The weighted df is summed down to ``y_shape`` (the VJP of a broadcast from ``y`` to
+    ``h``, e.g. an element-wise weight shared over the batch)."""
+    total = None
+    for a in range(dl_dh.shape[-1]):
+        signal = sum_to_shape(trace_f[..., a] * dl_dh[..., a] / correction, y_shape)
+        part = rules.xy_to_dw(trace_x, signal.astype(trace_f.dtype), weights, **rules.params)
+        total = part if total is None else _add(total, part)
+    return total
+
+
+def resolve_decay(decay_or_rank: Any) -> tuple[float, float]:
+    r"""``(alpha_x, alpha_f)`` from ES-D-RTRL's ``decay_or_rank`` argument.
+
+    * a float in ``[0, 1)``: the decay of both traces;
+    * an int ``r >= 1``: the decay :math:`(r-1)/(r+1)` of an exponential window whose mean
+      memory is ``r`` steps;
+    * a pair: ``(alpha_x, alpha_f)``.
+
+    >>> resolve_decay(0.9), resolve_decay(3), resolve_decay((0.5, 0.8))
+    ((0.9, 0.9), (0.5, 0.5), (0.5, 0.8))
+    """
+    if isinstance(decay_or_rank, tuple | list):
+        if len(decay_or_rank) != 2:
+            raise ValueError(f"decay_or_rank pair must be (alpha_x, alpha_f), got {decay_or_rank}")
+        alphas = tuple(resolve_decay(float(v))[0] for v in decay_or_rank)
+        return alphas[0], alphas[1]
+    if isinstance(decay_or_rank, bool):
+        raise TypeError("decay_or_rank must be a float in [0, 1), an int >= 1 or a pair")
+    if isinstance(decay_or_rank, int):
+        if decay_or_rank < 1:
+            raise ValueError(f"rank must be >= 1, got {decay_or_rank}")
+        decay = (decay_or_rank - 1) / (decay_or_rank + 1)
+        return decay, decay
+    decay = float(decay_or_rank)
+    if not 0.0 <= decay < 1.0:
+        raise ValueError(
+            f"decay must be in [0, 1), got {decay}. Pass an int r >= 1 for the decay (r-1)/(r+1)."
+        )
+    return decay, decay
+
+
+def sum_to_shape(value: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``value`` down to ``shape`` (leading extra axes, then broadcast size-1 axes)."""
+    extra = value.ndim - len(shape)
+    if extra > 0:
+        value = jnp.sum(value, axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and value.shape[i] != 1)
+    return jnp.sum(value, axis=axes, keepdims=True) if axes else value

@@ -1,0 +1,277 @@
+r"""The ``jax.custom_vjp`` functions behind ``ETraceVjpAlgorithm.__call__``.
+
+Single step (``alg(x)``)
+    forward: run the step, compute :math:`x^t, D_f^t, D^t`, update the traces
+    :math:`\epsilon^{t-1}\to\epsilon^t`. backward: one VJP of the perturbed step gives
+    :math:`\partial L^t/\partial h^t` (through ``p``) and the exact same-step gradient of the
+    readouts; the ETP relations get ``trace_gradients(epsilon^t, dL/dh^t)``, pulled back from the
+    processed weights to the ``ParamState`` leaves by the VJP of ``params -> operands``.
+
+Multi step (``alg(MultiStepData(xs))``, ``vjp_method='multi-step'``)
+    forward: scan the trace update over the window. backward: exact VJP through the window
+    (parameters learned online or as readouts keep their in-window gradient) plus
+    ``trace_gradients(epsilon^{t_0}, dL/dh^{t_0})`` at the window entry.
+
+The states are read before and written after the custom function: it is pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brainstate
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .executor import interpret
+from .trace_math import BIAS_CORRECTION_STEPS
+
+
+class StateLayout:
+    """Where each compiled state's leaves sit among the jaxpr invars / outvars."""
+
+    def __init__(self, plan: Any):
+        minfo = plan.module_info
+        self.plan = plan
+        self.states = minfo.compiled_model_states
+        self.treedefs = [jax.tree.structure(st.value) for st in self.states]
+        is_param, owner = [], []
+        for i, (st, td) in enumerate(zip(self.states, self.treedefs)):
+            is_param += [isinstance(st, brainstate.ParamState)] * td.num_leaves
+            owner += [i] * td.num_leaves
+        self.is_param = is_param
+        self.param_positions = [i for i, p in enumerate(is_param) if p]
+        self.other_positions = [i for i, p in enumerate(is_param) if not p]
+        state_invars = plan.state_invars
+        other_index = {state_invars[pos]: k for k, pos in enumerate(self.other_positions)}
+        #: per group, the index among "other" leaves of each member's hidden value
+        self.hidden_other_index = [
+            [other_index[v] for v in group.hidden_invars] for group in plan.groups
+        ]
+
+    def read(self) -> tuple[list, list]:
+        leaves = [leaf for st in self.states for leaf in jax.tree.leaves(st.value)]
+        return [leaves[i] for i in self.param_positions], [leaves[i] for i in self.other_positions]
+
+    def write_others(self, others: list) -> None:
+        leaves: list = [None] * len(self.is_param)
+        for pos, value in zip(self.other_positions, others):
+            leaves[pos] = value
+        start = 0
+        for st, td in zip(self.states, self.treedefs):
+            n = td.num_leaves
+            if not isinstance(st, brainstate.ParamState):
+                st.value = jax.tree.unflatten(td, leaves[start : start + n])
+            start += n
+
+    def assemble(self, arg_leaves: list, params: list, others: list) -> list:
+        leaves: list = [None] * len(self.is_param)
+        for pos, value in zip(self.param_positions, params):
+            leaves[pos] = value
+        for pos, value in zip(self.other_positions, others):
+            leaves[pos] = value
+        return list(arg_leaves) + leaves
+
+    def others_of(self, state_leaves: list) -> list:
+        return [state_leaves[i] for i in self.other_positions]
+
+    def signal_per_group(self, per_hidden_outvar: list, other_cotangents: list) -> dict:
+        """``{group: dL/dh}`` from the perturbation cotangents plus the cotangents of the new
+        hidden values returned as state (a loss may read the state after the step)."""
+        result, k = {}, 0
+        for group, others in zip(self.plan.groups, self.hidden_other_index):
+            parts = []
+            for idx in others:
+                parts.append(per_hidden_outvar[k] + other_cotangents[idx])
+                k += 1
+            result[group.index] = group.concat_hidden(parts)
+        return result
+
+    def hidden_of(self, others: list) -> list:
+        return [others[i] for idx in self.hidden_other_index for i in idx]
+
+    def with_hidden(self, others: list, hidden: list) -> list:
+        others = list(others)
+        for i, value in zip([i for idx in self.hidden_other_index for i in idx], hidden):
+            others[i] = value
+        return others
+
+    def entry_signal(self, hidden_cotangents: list) -> dict:
+        result, k = {}, 0
+        for group, idx in zip(self.plan.groups, self.hidden_other_index):
+            result[group.index] = group.concat_hidden(hidden_cotangents[k : k + len(idx)])
+            k += len(idx)
+        return result
+
+
+def zero_cotangent(x: Any) -> Any:
+    """A zero cotangent for ``x`` (``float0`` for integer and boolean values)."""
+    dtype = jnp.result_type(x)
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.zeros(jnp.shape(x), dtype)
+    return np.zeros(jnp.shape(x), dtype=jax.dtypes.float0)
+
+
+def _zeros(tree: Any) -> Any:
+    return jax.tree.map(zero_cotangent, tree)
+
+
+def _add(a: list, b: list) -> list:
+    return [x + y for x, y in zip(a, b)]
+
+
+def _fill_operands(operands: dict, grads: dict) -> dict:
+    """Operand-shaped cotangents: the relation gradients where given, zeros elsewhere."""
+    return {
+        r: {k: grads.get(r, {}).get(k, jnp.zeros_like(v)).astype(v.dtype) for k, v in ops.items()}
+        for r, ops in operands.items()
+    }
+
+
+def next_count(count: Any) -> Any:
+    """Number of trace updates, capped once the bias correction no longer matters."""
+    return jnp.minimum(count + 1, BIAS_CORRECTION_STEPS + 1).astype(count.dtype)
+
+
+def make_single_step(alg: Any):
+    """``step(args) -> outputs``: reads and writes the learner's states around a custom VJP."""
+    ex = alg.graph_executor
+    plan = ex.plan
+    layout = StateLayout(plan)
+    num_out = plan.module_info.num_out_leaves
+    out_treedef = plan.module_info.out_treedef
+
+    def run(params, others, traces, count, arg_leaves):
+        invals = layout.assemble(arg_leaves, params, others)
+        outs, new_states, data = ex.step_data(invals)
+        new_traces = alg.update_traces(traces, data, count)
+        return outs, layout.others_of(new_states), new_traces
+
+    custom = jax.custom_vjp(run)
+
+    def fwd(params, others, traces, count, arg_leaves):
+        outs, new_others, new_traces = run(params, others, traces, count, arg_leaves)
+        zeros_p = [jnp.zeros(v.aval.shape, v.aval.dtype) for v in plan.hidden_outvars]
+
+        def readout(params, perturbations):
+            invals = layout.assemble(arg_leaves, params, others)
+            outs_p, operands = ex.perturbed_outputs(invals, perturbations)
+            return outs_p[:num_out], operands
+
+        (_, operands), vjp_fn = jax.vjp(readout, params, zeros_p)
+        residuals = (vjp_fn, new_traces, operands, count, others, arg_leaves)
+        return (outs, new_others, new_traces), residuals
+
+    def bwd(residuals, cotangents):
+        vjp_fn, traces, operands, count, others, arg_leaves = residuals
+        out_cot, other_cot, _ = cotangents
+        zero_ops = jax.tree.map(jnp.zeros_like, operands)
+        bypass, p_cot = vjp_fn((list(out_cot), zero_ops))
+        dl_dh = layout.signal_per_group(p_cot, list(other_cot))
+        grads = alg.trace_gradients(traces, dl_dh, operands, count)
+        zero_outs = [jnp.zeros_like(c) for c in out_cot]
+        from_traces, _ = vjp_fn((zero_outs, _fill_operands(operands, grads)))
+        return (
+            _add(bypass, from_traces),
+            _zeros(others),
+            _zeros(traces),
+            zero_cotangent(count),
+            _zeros(arg_leaves),
+        )
+
+    custom.defvjp(fwd, bwd)
+
+    def step(args):
+        params, others = layout.read()
+        count = next_count(alg.count.value)
+        outs, new_others, new_traces = custom(
+            params, others, alg.etrace.value, count, jax.tree.leaves(args)
+        )
+        layout.write_others(new_others)
+        alg.etrace.value = new_traces
+        alg.count.value = count
+        return jax.tree.unflatten(out_treedef, outs)
+
+    return step
+
+
+def make_multi_step(alg: Any):
+    """``step(xs) -> stacked outputs`` for ``MultiStepData`` (see the module docstring)."""
+    ex = alg.graph_executor
+    plan = ex.plan
+    layout = StateLayout(plan)
+    num_out = plan.module_info.num_out_leaves
+    out_treedef = plan.module_info.out_treedef
+    learned = alg.learning_status.learned_leaf_mask(layout)
+
+    def run(params, others, traces, count, xs_leaves):
+        def body(carry, x_leaves):
+            others, traces, count = carry
+            invals = layout.assemble(x_leaves, params, others)
+            outs, new_states, data = ex.step_data(invals)
+            count = next_count(count)
+            traces = alg.update_traces(traces, data, count)
+            return (layout.others_of(new_states), traces, count), outs
+
+        (others, traces, count), outs = jax.lax.scan(body, (others, traces, count), xs_leaves)
+        return outs, others, traces, count
+
+    def window(params, hidden, others, xs_leaves):
+        def body(others, x_leaves):
+            outs, _ = interpret(plan, layout.assemble(x_leaves, params, others))
+            return layout.others_of(outs[num_out:]), outs[:num_out]
+
+        final, outs = jax.lax.scan(body, layout.with_hidden(others, hidden), xs_leaves)
+        return outs, final
+
+    custom = jax.custom_vjp(run)
+
+    def fwd(params, others, traces, count, xs_leaves):
+        _, _, new_traces, new_count = run(params, others, traces, count, xs_leaves)
+        hidden = layout.hidden_of(others)
+        (outs, final), vjp_window = jax.vjp(
+            lambda p, h: window(p, h, others, xs_leaves), params, hidden
+        )
+        first = [leaf[0] for leaf in xs_leaves]
+        operands, vjp_operands = jax.vjp(
+            lambda p: ex.operands(layout.assemble(first, p, others)), params
+        )
+        residuals = (vjp_window, vjp_operands, traces, operands, count, others, xs_leaves)
+        return (outs, final, new_traces, new_count), residuals
+
+    def bwd(residuals, cotangents):
+        if alg.vjp_method != "multi-step":
+            raise ValueError(
+                f"{type(alg).__name__} was built with vjp_method='single-step', so it cannot "
+                "differentiate a MultiStepData window. Build it with "
+                "vjp_method='multi-step', or call it once per time step inside the gradient."
+            )
+        vjp_window, vjp_operands, traces, operands, count, others, xs_leaves = residuals
+        out_cot, other_cot, _, _ = cotangents
+        window_grads, hidden_cot = vjp_window((list(out_cot), list(other_cot)))
+        dl_dh = layout.entry_signal(hidden_cot)
+        grads = alg.trace_gradients(traces, dl_dh, operands, count)
+        (from_traces,) = vjp_operands(_fill_operands(operands, grads))
+        window_grads = [g if keep else jnp.zeros_like(g) for g, keep in zip(window_grads, learned)]
+        return (
+            _add(window_grads, from_traces),
+            _zeros(others),
+            _zeros(traces),
+            zero_cotangent(count),
+            _zeros(xs_leaves),
+        )
+
+    custom.defvjp(fwd, bwd)
+
+    def step(xs):
+        params, others = layout.read()
+        outs, new_others, new_traces, new_count = custom(
+            params, others, alg.etrace.value, alg.count.value, jax.tree.leaves(xs)
+        )
+        layout.write_others(new_others)
+        alg.etrace.value = new_traces
+        alg.count.value = new_count
+        return jax.tree.unflatten(out_treedef, outs)
+
+    return step
