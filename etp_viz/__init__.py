@@ -28,6 +28,16 @@ from .ops import sparse_matmul as sparse_matmul
 # `.nn` before `.ops` in one import block).
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
 # --- learn (etp_viz.learn) ---------------------------------------------------------------
+from .learn import D_RTRL as D_RTRL
+from .learn import ES_D_RTRL as ES_D_RTRL
+from .learn import ETraceAlgorithm as ETraceAlgorithm
+from .learn import ETraceGraphExecutor as ETraceGraphExecutor
+from .learn import ETraceVjpAlgorithm as ETraceVjpAlgorithm
+from .learn import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
+from .learn import IODimVjpAlgorithm as IODimVjpAlgorithm
+from .learn import MultiStepData as MultiStepData
+from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
+from .learn import pp_prop as pp_prop
 # --- explorer (lazy: needs the [explorer] extra) ----------------------------------------
 _EXPLORER_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.widget"}
 
