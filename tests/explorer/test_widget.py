@@ -1,0 +1,146 @@
+"""Explorer widget state without a kernel: traits, options, Python -> JS commands, requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from etp_viz.explorer import export
+from etp_viz.explorer.widget import BUNDLE, DISPLAY_OPTIONS, Explorer, validate_options
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture(name):
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def test_import_etp_viz_does_not_import_the_widget_stack():
+    code = (
+        "import sys, etp_viz; assert 'anywidget' not in sys.modules; "
+        "assert etp_viz.Explorer.__name__ == 'Explorer'; assert callable(etp_viz.show); "
+        "assert 'anywidget' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_traits_from_view_model_json():
+    ex = Explorer(fixture("gru"), height=400)
+    assert ex.view_model["title"] == "GRUCell"
+    assert ex.options == {**DISPLAY_OPTIONS, "height": 400}
+    assert ex.expanded == [] and ex.selected == {} and ex.highlight == {} and ex.error == ""
+    assert set(ex.frontend_state()) == {
+        "view_model",
+        "expanded",
+        "selected",
+        "highlight",
+        "options",
+        "error",
+        "live_panels",
+    }
+
+
+def test_unknown_option_lists_the_valid_ones():
+    match = r"unknown option\(s\) 'heigth' \(did you mean 'height'"
+    with pytest.raises(TypeError, match=match) as e:
+        Explorer(fixture("gru"), heigth=300)
+    for name in DISPLAY_OPTIONS:
+        assert name in str(e.value)
+    with pytest.raises(ValueError, match="rankdir"):
+        validate_options({"rankdir": "XY"})
+    with pytest.raises(ValueError, match="unknown panel"):
+        validate_options({"panels": ["weights", "plots"]})
+
+
+def test_highlight_weight_and_select():
+    ex = Explorer(fixture("gru"))
+    ex.highlight_weight("gru.Wr.weight")
+    assert ex.highlight == ex.selected == {"kind": "weight", "id": "gru.Wr.weight"}
+    with pytest.raises(KeyError, match="did you mean 'gru.Wr.weight'"):
+        ex.highlight_weight("gru.Wr.weigth")
+    ex.select(group=0)
+    assert ex.highlight == {"kind": "group", "id": "0"}
+    with pytest.raises(TypeError, match="exactly one of"):
+        ex.select(node="e1", group=0)
+    ex.clear_selection()
+    assert ex.selected == {}
+
+
+def test_select_node_inside_collapsed_clusters_expands_them():
+    ex = Explorer(fixture("stacked_2000"))
+    ex.select(node="e3/10/1")
+    assert sorted(ex.expanded) == ["c:e3", "c:e3/10"]
+    ex.collapse("c:e3/10")
+    assert ex.expanded == ["c:e3"]
+    with pytest.raises(KeyError):
+        ex.expand("c:nope")
+
+
+def test_requests_reply_with_id_and_error():
+    ex = Explorer(fixture("two_layer_rnn"))
+    ok = ex._answer({"type": "request", "id": 7, "method": "summary"})
+    assert ok["id"] == 7 and ok["error"] is None and "TwoLayerRNN" in ok["result"]
+    bad = ex._answer({"type": "request", "id": 8, "method": "nope"})
+    assert bad["id"] == 8 and "unknown request 'nope'" in bad["error"]
+    assert "unknown request" in ex.error  # shown in the widget
+    sent = []
+    ex.send = lambda content, buffers=None: sent.append(content)
+    ex._on_custom_message(ex, {"type": "request", "id": 9, "method": "summary"}, [])
+    ex._on_custom_message(ex, {"type": "frontend_error", "message": "boom"}, [])
+    assert sent[0]["id"] == 9 and ex.frontend_errors == ["boom"]
+
+
+def test_push_live_sends_float32_buffer():
+    ex = Explorer(fixture("two_layer_rnn"))
+    sent = []
+    ex.send = lambda content, buffers=None: sent.append((content, buffers))
+    with pytest.raises(KeyError, match="no live panel"):
+        ex.push_live("loss", [1.0])
+    ex.live_panels = [{"name": "loss", "kind": "line"}]
+    ex.push_live("loss", [[1, 2], [3, 4]])
+    content, buffers = sent[0]
+    assert content["shape"] == [2, 2] and content["dtype"] == "float32"
+    assert len(buffers[0]) == 16
+
+
+def test_mimebundle_has_text_summary_and_widget_view():
+    ex = Explorer(fixture("gru"))
+    data, _ = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    text = data["text/plain"]
+    assert "not_learned gru.Wr.weight" in text and "fix:" in text
+    # a static SVG only with a `dot` executable (absent on most test machines)
+    import shutil
+
+    assert ("image/svg+xml" in data) == (shutil.which("dot") is not None)
+
+
+def test_to_dot_delegates_to_the_dot_module():
+    pytest.importorskip("graphviz")
+    ex = Explorer(fixture("gru"))
+    ex.highlight_weight("gru.Wr.weight")
+    text = ex.to_dot()
+    assert text.startswith("digraph") and "etp_mv" in text
+
+
+def test_save_html_is_self_contained_and_escaped(tmp_path):
+    if not BUNDLE.is_file():
+        pytest.fail(f"{BUNDLE} is missing: run scripts/setup.sh")
+    vm = fixture("gru")
+    vm["title"] = "</script><script>alert(1)</script>"
+    path = Explorer(vm).save_html(tmp_path / "x.html")
+    text = path.read_text()
+    assert text.count("</script>") == 3  # state, bundle, bootstrap: nothing closes early
+    assert "<script>alert(1)" not in text
+    assert "http://" not in text.split("<script>", 1)[0].replace("http-equiv", "")
+    assert "default-src &#x27;none&#x27;" in text  # CSP: no fetch of any kind
+    assert "EtpVizExplorer" in text
+
+
+def test_missing_bundle_message_names_setup(tmp_path):
+    with pytest.raises(FileNotFoundError, match="scripts/setup.sh"):
+        export.bundle_text(tmp_path / "nope.js")
