@@ -65,7 +65,9 @@ class HostileNames(brainstate.nn.Module):
         setattr(self, HOSTILE, enn.ValinaRNNCell(3, 4, activation=_make_hostile_fn()))
 
     def update(self, x):
-        return getattr(self, HOSTILE)(x)
+        from jax.ad_checkpoint import checkpoint_name
+
+        return getattr(self, HOSTILE)(checkpoint_name(x, HOSTILE))
 
 
 def _make_hostile_fn():

@@ -1,0 +1,212 @@
+"""View model: ids, clusters, badges, options, the reference invariant and the weights list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from etp_viz.explorer.view_model import VIEW_MODEL_OPTIONS, build_view_model
+from tests.explorer import models
+
+
+def _control_flow(x, w):
+    y = jax.nn.relu(x @ w)
+    c, ys = jax.lax.scan(lambda c, a: (c + a, c * a), 0.0, y)
+    z = jax.lax.cond(c > 0, lambda v: v + 1, lambda v: v - 1, y)
+    return jax.lax.while_loop(lambda v: v[0] < 3, lambda v: v + 1, z), ys
+
+
+@pytest.fixture(scope="module")
+def control_flow_vm():
+    closed = jax.make_jaxpr(_control_flow)(jnp.ones(3), jnp.ones((3, 3)))
+    return build_view_model(closed, title="control flow")
+
+
+def _compile(name):
+    from etp_viz.compiler import compile_etrace_graph
+
+    model, x = models.MODELS[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model, compile_etrace_graph(model, x)
+
+
+@pytest.fixture(scope="module", params=sorted(models.MODELS))
+def compiled(request):
+    model, graph = _compile(request.param)
+    return request.param, model, graph, build_view_model(graph)
+
+
+def test_generic_jaxpr_nodes_edges_and_clusters(control_flow_vm):
+    vm = control_flow_vm
+    ids = [n.id for n in vm.nodes]
+    assert ids[:3] == ["in:0", "in:1", "e0"] and "out:0" in ids and "out:1" in ids
+    by_id = {n.id: n for n in vm.nodes}
+    assert by_id["e0"].primitive == "dot_general" and by_id["e0"].source.endswith("(_control_flow)")
+    clusters = {c.id: c for c in vm.clusters}
+    scan = next(n for n in vm.nodes if n.primitive == "scan")
+    assert scan.subcluster == scan.cluster == f"c:{scan.id}" and clusters[scan.cluster].collapsed
+    assert by_id[f"{scan.id}/1"].cluster == f"c:{scan.id}"
+    cond = next(n for n in vm.nodes if n.primitive == "cond")
+    assert clusters[f"c:{cond.id}.1"].parent == f"c:{cond.id}"  # one branch cluster each
+    assert any(b.kind == "literal" for b in by_id[f"{cond.id}.0/0"].badges)
+    assert vm.check_references() == []
+
+
+def test_json_is_plain_and_round_trips(control_flow_vm):
+    data = control_flow_vm.to_json()
+    assert json.loads(json.dumps(data)) == data
+    assert set(data) >= {"schema", "title", "nodes", "edges", "clusters", "weights", "legend"}
+    assert isinstance(data["nodes"][2]["params"], dict)
+
+
+def test_text_is_deterministic(control_flow_vm):
+    closed = jax.make_jaxpr(_control_flow)(jnp.ones(3), jnp.ones((3, 3)))
+    again = build_view_model(closed, title="control flow")
+    assert again.to_text() == control_flow_vm.to_text()
+    with pytest.raises(ValueError, match="valid: nodes"):
+        again.to_text(sections=("nope",))
+
+
+def test_high_fanout_var_becomes_badges():
+    def fan(x):
+        y = jnp.sin(x)
+        return [y * i for i in range(1, 6)]
+
+    vm = build_view_model(jax.make_jaxpr(fan)(1.0), max_fanout=3)
+    sin = next(n for n in vm.nodes if n.primitive == "sin")
+    assert not [e for e in vm.edges if e.source == sin.id]
+    assert any(b.kind == "fanout" for b in sin.badges)
+    muls = [n for n in vm.nodes if n.primitive == "mul"]
+    assert all(any(b.kind == "fanout" for b in n.badges) for n in muls)
+    wide = build_view_model(jax.make_jaxpr(fan)(1.0))
+    assert len([e for e in wide.edges if e.source.startswith("e0")]) == 5
+
+
+def test_unknown_option_lists_valid_ones():
+    closed = jax.make_jaxpr(jnp.sin)(1.0)
+    with pytest.raises(TypeError, match="max_fanout") as info:
+        build_view_model(closed, max_fanot=3)
+    assert "max_fanot" in str(info.value)
+    for name in VIEW_MODEL_OPTIONS:
+        assert name in str(info.value)
+    with pytest.raises(ValueError, match="max_fanout"):
+        build_view_model(closed, max_fanout=0)
+
+
+def test_every_reference_exists(compiled):
+    _, _, _, vm = compiled
+    assert vm.check_references() == []
+    json.dumps(vm.to_json())
+
+
+def test_every_param_state_is_listed(compiled):
+    import brainstate
+
+    from etp_viz.explorer._vm_annotate import path_text
+
+    _, model, _, vm = compiled
+    params = [
+        path_text(p) for p, _ in brainstate.graph.states(model, brainstate.ParamState).items()
+    ]
+    assert sorted(w.path for w in vm.weights) == sorted(params)
+    for w in vm.weights:
+        assert w.status in ("online", "exact", "not_learned") and w.reason
+        assert (w.status == "online") == bool(w.groups)
+
+
+def test_two_layer_rnn_profile():
+    _, graph = _compile("two_layer_rnn")
+    vm = build_view_model(graph)
+    status = {w.path: w.status for w in vm.weights}
+    assert status == {"rnn1.W.weight": "online", "rnn2.W.weight": "online", "out.weight": "exact"}
+    assert [g.hidden_paths for g in vm.groups] == [("rnn1.h",), ("rnn2.h",)]
+    assert [r.weight_paths for r in vm.relations] == [("rnn1.W.weight",), ("rnn2.W.weight",)]
+    assert len(vm.perturbations) == 2 and vm.readouts[0].path == "out.weight"
+    etp = [n for n in vm.nodes if n.etp]
+    assert [(n.weight_path, n.status) for n in etp][-1] == ("out.weight", "exact")
+    hidden_out = vm.node("h:rnn1.h:out")
+    assert hidden_out.cluster == "g0" and hidden_out.kind == "hidden_out"
+
+
+def test_gru_wr_is_blocked_with_a_path_and_a_fix():
+    _, graph = _compile("gru")
+    vm = build_view_model(graph)
+    wr = next(w for w in vm.weights if w.path == "Wr.weight")
+    assert wr.status == "not_learned" and "BPTT" in wr.fix
+    wh = next(w for w in vm.weights if w.path == "Wh.weight")
+    wh_node = next(n for n in wh.node_ids if n.startswith("e"))
+    assert wr.boundary_nodes == (wh_node,) and wr.path_nodes[-1] == wh_node
+    assert wr.path_edges and all(e in {x.id for x in vm.edges} for e in wr.path_edges)
+
+
+def test_lstm_one_merged_group():
+    _, graph = _compile("lstm")
+    vm = build_view_model(graph)
+    assert len(vm.groups) == 1 and vm.groups[0].num_state == 2
+    assert {n.id for n in vm.nodes if n.cluster == "g0"} >= {
+        "h:h:in",
+        "h:c:in",
+        "h:h:out",
+        "h:c:out",
+    }
+    assert len(vm.relations) == 4 and all(w.status == "online" for w in vm.weights)
+
+
+def test_plain_matmul_weight_gets_the_etp_fix():
+    import brainstate
+
+    from etp_viz.compiler import compile_etrace_graph
+
+    class PlainReadout(brainstate.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = models.enn.ValinaRNNCell(3, 4)
+            self.w = brainstate.ParamState(jnp.ones((4, 2)))
+            self.unused = brainstate.ParamState(jnp.ones(2))
+
+        def update(self, x):
+            return self.cell(x) @ self.w.value
+
+    model = PlainReadout()
+    brainstate.nn.init_all_states(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vm = build_view_model(compile_etrace_graph(model, jnp.zeros(3)))
+    by_path = {w.path: w for w in vm.weights}
+    assert by_path["w"].status in ("not_learned", "exact")
+    if by_path["w"].status == "not_learned":
+        assert "etp_viz.matmul" in by_path["w"].fix
+    assert by_path["unused"].status == "not_learned" and by_path["unused"].reason
+    assert vm.check_references() == []
+
+
+def test_view_model_and_dot_import_without_widget_stack():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('anywidget', 'ipywidgets'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import etp_viz.explorer.view_model, etp_viz.explorer.dot\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_large_stack_builds_and_is_consistent():
+    from etp_viz.compiler import compile_etrace_graph
+
+    model, x = models.make_deep_stack(target_eqns=2000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = compile_etrace_graph(model, x)
+    vm = build_view_model(graph)
+    assert len([n for n in vm.nodes if n.kind == "eqn" and "/" not in n.id]) >= 1500
+    assert vm.check_references() == []
