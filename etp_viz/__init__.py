@@ -39,11 +39,19 @@ from .learn import MultiStepData as MultiStepData
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .learn import pp_prop as pp_prop
 # --- explorer (lazy: needs the [explorer] extra) ----------------------------------------
-_EXPLORER_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.widget"}
+_EXPLORER_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.live"}
+# Whole explorer modules exposed as namespaces (`etp_viz.plot.loss(history)`).
+_EXPLORER_MODULES = {"plot": "etp_viz.explorer.plots"}
 
 
 def __getattr__(name: str):
     """Explorer names resolve on first use, so ``import etp_viz`` never imports anywidget."""
+    if name in _EXPLORER_MODULES:
+        import importlib
+
+        value = importlib.import_module(_EXPLORER_MODULES[name])
+        globals()[name] = value
+        return value
     if name in _EXPLORER_NAMES:
         import importlib
 

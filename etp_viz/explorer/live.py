@@ -1,0 +1,167 @@
+"""``etp_viz.show`` with a live run: the explorer widget bound to a :class:`Session`.
+
+``show(model, x)`` alone returns the static explorer. With ``task=`` or ``data=`` it returns a
+:class:`LiveExplorer`: the same widget plus ``step``/``run``/``pause``/``reset``/``history``,
+whose live panels (``live_panels`` trait) receive float32 buffers at most ``max_rate`` times a
+second (custom messages ``{"type": "live", "name", "shape", "dtype"}``, see ``widget.py``).
+The front end can drive the session with requests ``live_step`` / ``live_run`` /
+``live_pause`` / ``live_reset`` / ``live_set`` (answered with ``{"id", "result", "error"}``);
+failures and user-code errors are shown through the ``error`` trait.
+
+Examples
+--------
+>>> task = etp_viz.tasks.SineRegression()                             # doctest: +SKIP
+>>> ex = etp_viz.show(task.suggested_model(), task.example_input(), task=task)
+>>> ex.step(20); ex.run(500); ex.pause(); ex.history.loss[-1]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .session import SESSION_OPTIONS, Session
+from .widget import Explorer, validate_options
+
+__all__ = ["LiveExplorer", "show"]
+
+#: Points of each series sent to the front end (the recent window).
+LIVE_WINDOW = 500
+
+
+class LiveExplorer(Explorer):
+    """The explorer widget with a live online-learning :class:`Session` attached."""
+
+    def __init__(self, graph: Any, session: Session, *, max_rate: float = 20.0, **options):
+        super().__init__(graph, **options)
+        self.session = session
+        self.max_rate = float(max_rate)
+        self._last_push = 0.0
+        self.pushes = 0
+        self.live_panels = self._panel_specs()
+        self._requests.update(
+            {
+                "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
+                "live_run": lambda p: self._call(self.run, p.get("n_steps")),
+                "live_pause": lambda p: self._call(self.pause),
+                "live_reset": lambda p: self._call(self.reset),
+                "live_set": self._request_set,
+            }
+        )
+        session.observe(self._on_session_event)
+
+    # -- the Python API (delegates) --------------------------------------------------------
+    def step(self, n: int = 1) -> Any:
+        """``n`` synchronous steps (see :meth:`Session.step`)."""
+        return self.session.step(n)
+
+    def run(self, n_steps: int | None = None, background: bool = True) -> LiveExplorer:
+        """Run in a background thread; Pause acts before the next step."""
+        self.session.run(n_steps, background=background)
+        return self
+
+    def pause(self) -> None:
+        self.session.pause()
+
+    def reset(self) -> None:
+        self.session.reset()
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.session.wait(timeout)
+
+    @property
+    def history(self) -> Any:
+        return self.session.history
+
+    def save_history(self, path: str) -> None:
+        self.session.save_history(path)
+
+    def frontend_state(self) -> dict[str, Any]:
+        """The synced state plus the recorded history (what a saved HTML embeds)."""
+        return super().frontend_state() | {"live_history": self.session.history.to_json()}
+
+    # -- session → front end ---------------------------------------------------------------
+    def _panel_specs(self) -> list[dict[str, str]]:
+        names = ["loss"] + [
+            n
+            for n in self.session.recorder.names
+            if n.split("/")[0] in ("trace", "trace_x", "trace_f")
+        ]
+        return [
+            {"name": n, "kind": "line", "title": "loss" if n == "loss" else f"‖{n}‖"} for n in names
+        ]
+
+    def _on_session_event(self, session: Session, event: str) -> None:
+        now = time.monotonic()
+        if event == "frame" and now - self._last_push < 1.0 / self.max_rate:
+            return  # at most max_rate pushes a second; the last frame is pushed on stop
+        self._last_push = now
+        self.push_history()
+        message = session.error or (session.history.failure or {}).get("message") or ""
+        if message or event == "reset":
+            self.error = message
+
+    def push_history(self) -> None:
+        """Send the recent window of every live series to the front end."""
+        history = self.session.history
+        if history.num_steps == 0:
+            return
+        for spec in self.live_panels:
+            values = history.metrics.get(spec["name"])
+            if values is not None:
+                self.push_live(
+                    spec["name"],
+                    np.asarray(values[-LIVE_WINDOW:], np.float32),
+                    step=int(history.steps[-1]),
+                )
+        self.pushes += 1
+
+    def _call(self, method: Any, *args: Any) -> dict[str, Any]:
+        method(*args)
+        return {"step": self.session.step_count, "running": self.session.running}
+
+    def _request_set(self, params: dict) -> dict[str, Any]:
+        if "steps_per_frame" in params:
+            self.session.steps_per_frame = max(1, int(params["steps_per_frame"]))
+        return {"steps_per_frame": self.session.steps_per_frame}
+
+
+def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
+    """Compile ``model`` and return the explorer; with ``task=``/``data=``, a live one.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    *example_inputs : array
+        One step's input(s).
+    **options
+        Explorer display options (see ``Explorer``) and live-session options
+        (:data:`~etp_viz.explorer.session.SESSION_OPTIONS`: ``algorithm``, ``task``, ``data``,
+        ``loss``, ``optimizer``, ``learning_rate``, ``decay``, ``steps_per_frame``, …).
+    """
+    live = {k: options.pop(k) for k in list(options) if k in SESSION_OPTIONS}
+    max_rate = options.pop("max_rate", 20.0)
+    try:
+        validate_options({k: v for k, v in options.items() if k != "expanded"})
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{error}\nLive-session options: {sorted(SESSION_OPTIONS)}.") from None
+    if live.get("task") is None and live.get("data") is None:
+        if live:
+            raise TypeError(
+                f"Options {sorted(live)} need a live run: add `task=` (e.g. "
+                "etp_viz.tasks.SineRegression()) or `data=lambda t: (x_t, y_t)`."
+            )
+        from .widget import show as show_static
+
+        return show_static(model, *example_inputs, **options)
+    if len(example_inputs) != 1:
+        raise TypeError("A live session takes exactly one example input `x` (one step).")
+    session = Session(model, example_inputs[0], **live)
+    graph = getattr(session.algorithm, "graph", None)
+    if graph is None:
+        from etp_viz.compiler import compile_etrace_graph
+
+        graph = compile_etrace_graph(model, *example_inputs)
+    return LiveExplorer(graph, session, max_rate=max_rate, **options)
