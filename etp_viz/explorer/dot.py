@@ -104,8 +104,12 @@ def _tooltip(node: Any) -> str:
 
 
 def _quote(text: str) -> str:
-    """A DOT double-quoted string with quotes/backslashes/newlines made inert."""
-    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A DOT double-quoted string with markup, quotes, backslashes and newlines made inert.
+
+    Markup is written as entities: Graphviz decodes them in labels and tooltips, so the SVG
+    shows the text while no raw ``<``/``>`` ever reaches DOT or SVG.
+    """
+    text = html.escape(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{text}"'
 
 
