@@ -68,13 +68,19 @@ def _is_var(atom: Any) -> bool:
     return _compat.is_var(atom)
 
 
+def split_closed(jaxpr_like: Any) -> tuple[Any, list[Any]]:
+    """``(jaxpr, consts)`` of a closed or open jaxpr on both stacks (on jax 0.12 the closed
+    jaxpr is its own ``.jaxpr`` and keeps its ``consts``)."""
+    return getattr(jaxpr_like, "jaxpr", jaxpr_like), list(getattr(jaxpr_like, "consts", ()))
+
+
 def sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Any]]:
     """``(param_name, open_jaxpr)`` for every jaxpr stored in ``eqn.params`` (incl. branches)."""
     found: list[tuple[str, Any]] = []
     for name, value in eqn.params.items():
         items = value if isinstance(value, (tuple, list)) else (value,)
         for item in items:
-            inner, _ = _compat.split_closed_jaxpr(item)
+            inner, _ = split_closed(item)
             if hasattr(inner, "eqns") and hasattr(inner, "invars"):
                 found.append((name, inner))
     return found
@@ -111,7 +117,16 @@ def build_jaxpr(
 ) -> Jaxpr:
     """An open jaxpr from its parts, with the union of the equations' effects."""
     effects = frozenset(itertools.chain.from_iterable(e.effects for e in eqns))
-    return Jaxpr(list(constvars), list(invars), list(outvars), list(eqns), effects)
+    return Jaxpr(list(constvars), list(invars), list(outvars), list(eqns), effects, _debug_info())
+
+
+def _debug_info() -> Any:
+    """A minimal DebugInfo (jax warns when a Jaxpr is built without one)."""
+    try:
+        from jax._src.core import DebugInfo
+    except ImportError:  # pragma: no cover - jax without DebugInfo
+        return None
+    return DebugInfo("etp_viz.compiler", "etp_viz.compiler", None, None)
 
 
 def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
@@ -121,9 +136,9 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
     def read(atom: Any) -> Any:
         return env[atom] if _is_var(atom) else atom.val
 
-    for var, val in zip(jaxpr.constvars, consts):
-        env[var] = val
-    for var, val in zip(jaxpr.invars, args):
+    # jax 0.12 folds constvars without attached values into the invars; [*constvars, *invars]
+    # is the same input list on both stacks
+    for var, val in zip(all_inputs(jaxpr), [*consts, *args]):
         env[var] = val
     for eqn in jaxpr.eqns:
         bind_params = eqn.primitive.get_bind_params(eqn.params)
@@ -138,11 +153,18 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
     return [read(v) for v in jaxpr.outvars]
 
 
+def all_inputs(jaxpr: Jaxpr) -> list[Var]:
+    """``[*constvars, *invars]`` of a jaxpr built by :func:`build_jaxpr` (both jax stacks)."""
+    return [*jaxpr.constvars, *jaxpr.invars]
+
+
 class InlinedJaxpr(NamedTuple):
     """Result of :func:`inline_calls`."""
 
     jaxpr: Jaxpr
     consts: list[Any]
+    constvars: list[Var]
+    invars: list[Var]
     #: top-level equation index -> names of the call primitives it was nested in
     nested_in: dict[int, tuple[str, ...]]
 
@@ -191,7 +213,7 @@ def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any]) -> InlinedJaxpr:
     splice(jaxpr, top_env, ())
     outvars = [top_env.get(v, v) if _is_var(v) else v for v in jaxpr.outvars]
     flat = build_jaxpr(constvars, jaxpr.invars, outvars, eqns)
-    return InlinedJaxpr(flat, const_vals, nested_in)
+    return InlinedJaxpr(flat, const_vals, constvars, list(jaxpr.invars), nested_in)
 
 
 def _rename(env: dict[Var, Any], var: Var) -> Var:
@@ -203,7 +225,7 @@ def _rename(env: dict[Var, Any], var: Var) -> Var:
 def _call_body(eqn: JaxprEqn) -> tuple[Jaxpr, list[Any]] | None:
     for key in ("jaxpr", "call_jaxpr"):
         if key in eqn.params:
-            return _compat.split_closed_jaxpr(eqn.params[key])
+            return split_closed(eqn.params[key])
     return None
 
 
@@ -217,8 +239,9 @@ def slice_jaxpr(
     eqn_indices: Iterable[int],
     invars: Sequence[Var],
     outvars: Sequence[Any],
-) -> Jaxpr:
-    """The sub-jaxpr made of ``eqn_indices`` (kept in order) mapping ``invars`` to ``outvars``.
+) -> tuple[Jaxpr, list[Var]]:
+    """``(jaxpr, constvars)``: the equations ``eqn_indices`` (in order) as a jaxpr mapping
+    ``invars`` to ``outvars``.
 
     Every Var the selected equations (or ``outvars``) read that is neither an invar nor
     produced by a selected equation becomes a constvar, in first-use order.
@@ -235,7 +258,7 @@ def slice_jaxpr(
     for var in outvars:
         if _is_var(var) and var not in known:
             constvars[var] = None
-    return build_jaxpr(list(constvars), invars, outvars, selected)
+    return build_jaxpr(list(constvars), invars, outvars, selected), list(constvars)
 
 
 def make_jaxpr_callable(jaxpr: Jaxpr, consts: Sequence[Any]) -> Callable[..., list[Any]]:

@@ -27,6 +27,7 @@ class ParamTrace(NamedTuple):
     chain: tuple
     chain_eqn_indices: tuple
     jaxpr: Any
+    constvars: list
     fn: Any
     #: every ParamState path / (path, leaf index) the input depends on, first found first
     paths: tuple
@@ -66,7 +67,7 @@ def trace_to_param(minfo: Any, var: Any, cache: dict) -> ParamTrace | None:
     path, leaf_index = next(iter(leaves_found))
     indices = sorted(chain_eqns)
     leaf_invars = minfo.weight_path_to_invars[path]
-    jaxpr = slice_jaxpr(minfo.jaxpr, indices, leaf_invars, [var])
+    jaxpr, constvars = slice_jaxpr(minfo.jaxpr, indices, leaf_invars, [var])
     result = ParamTrace(
         path=path,
         leaf_index=leaf_index,
@@ -74,7 +75,8 @@ def trace_to_param(minfo: Any, var: Any, cache: dict) -> ParamTrace | None:
         chain=tuple(dict.fromkeys(minfo.jaxpr.eqns[i].primitive for i in indices)),
         chain_eqn_indices=tuple(indices),
         jaxpr=jaxpr,
-        fn=_make_fn(minfo, jaxpr),
+        constvars=constvars,
+        fn=_make_fn(minfo, jaxpr, constvars),
         paths=tuple(dict.fromkeys(p for p, _ in leaves_found)),
         leaf_indices=tuple(leaves_found),
     )
@@ -82,9 +84,9 @@ def trace_to_param(minfo: Any, var: Any, cache: dict) -> ParamTrace | None:
     return result
 
 
-def _make_fn(minfo: Any, jaxpr: Any):
-    top_consts = dict(zip(minfo.jaxpr.constvars, minfo.consts))
-    missing = [v for v in jaxpr.constvars if v not in top_consts]
+def _make_fn(minfo: Any, jaxpr: Any, constvars: list):
+    top_consts = dict(zip(minfo.constvars, minfo.consts))
+    missing = [v for v in constvars if v not in top_consts]
 
     def fn(param_value: Any, extra_consts: dict | None = None) -> Any:
         """Trainable input from the ParamState value (``extra_consts``: Var -> value for
@@ -96,7 +98,7 @@ def _make_fn(minfo: Any, jaxpr: Any):
                 f"The weight processing chain reads runtime values {absent}; pass them as "
                 "extra_consts={var: value}."
             )
-        consts = [values[v] for v in jaxpr.constvars]
+        consts = [values[v] for v in constvars]
         return eval_jaxpr(jaxpr, consts, *jax.tree.leaves(param_value))[0]
 
     return fn

@@ -150,7 +150,7 @@ class ETraceGraph(NamedTuple):
         xs = [None if p is None else xs_flat[p] for p in lay.x_positions]
         relation_consts = _regroup(outs[lay.relation_consts], lay.relation_const_counts)
         group_consts = _regroup(outs[lay.group_consts], (lay.group_const_counts,))[0]
-        by_var = dict(zip(minfo.jaxpr.invars[minfo.num_arg_leaves :], flat[minfo.num_arg_leaves :]))
+        by_var = dict(zip(minfo.invars[minfo.num_arg_leaves :], flat[minfo.num_arg_leaves :]))
         new_by_var = dict(zip(minfo.jaxpr.outvars[minfo.num_out_leaves :], flat_states))
         hidden_prev = [[by_var[v] for v in g.hidden_invars] for g in self.hidden_groups]
         hidden_new = [
@@ -255,14 +255,13 @@ def _executor_jaxpr(minfo, perturb, relations, groups):
         x_positions.append(None if r.x_var is None else pos)
         pos += r.x_var is not None
     ys = [r.y_var for r in relations]
-    rel_consts = [list(j.constvars) for r in relations for j in r.y_to_hidden_group_jaxprs]
-    rel_counts = tuple(
-        tuple(len(j.constvars) for j in r.y_to_hidden_group_jaxprs) for r in relations
-    )
+    rel_consts = [list(c) for r in relations for c in r.y_to_hidden_group_constvars]
+    rel_counts = tuple(tuple(len(c) for c in r.y_to_hidden_group_constvars) for r in relations)
     grp_consts = [list(g.transition_jaxpr_constvars) for g in groups]
     base = perturb.perturb_jaxpr
     extra = [*xs, *ys, *(v for c in rel_consts for v in c), *(v for c in grp_consts for v in c)]
-    jaxpr = build_jaxpr(base.constvars, base.invars, [*base.outvars, *extra], base.eqns)
+    invars = [*minfo.invars, *perturb.perturb_vars]
+    jaxpr = build_jaxpr(minfo.constvars, invars, [*base.outvars, *extra], base.eqns)
     n_out, n_all = minfo.num_out_leaves, len(base.outvars)
     n_rc = sum(len(c) for c in rel_consts)
     n_gc = sum(len(c) for c in grp_consts)

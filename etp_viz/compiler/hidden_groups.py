@@ -312,7 +312,7 @@ def _build_group(minfo, g_index, member, paths, dep, needed, recurrence) -> Hidd
     group_paths = [paths[i] for i in member]
     invars = [minfo.hidden_path_to_invar[p] for p in group_paths]
     outvars = [minfo.hidden_path_to_outvar[p] for p in group_paths]
-    jaxpr = slice_jaxpr(minfo.jaxpr, eqn_indices, invars, outvars)
+    jaxpr, constvars = slice_jaxpr(minfo.jaxpr, eqn_indices, invars, outvars)
     multi = tuple(_is_multi(minfo, p) for p in group_paths)
     return HiddenGroup(
         index=g_index,
@@ -321,7 +321,7 @@ def _build_group(minfo, g_index, member, paths, dep, needed, recurrence) -> Hidd
         hidden_invars=invars,
         hidden_outvars=outvars,
         transition_jaxpr=jaxpr,
-        transition_jaxpr_constvars=list(jaxpr.constvars),
+        transition_jaxpr_constvars=constvars,
         varshape=_varshape(minfo, group_paths[0]),
         state_counts=tuple(minfo.hidden_path_to_num_state[p] for p in group_paths),
         multi_state=multi,

@@ -18,7 +18,7 @@ import jax
 from etp_viz import _compat
 from etp_viz._compat import Jaxpr, Var
 
-from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, DefUse, eval_jaxpr, inline_calls
+from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, DefUse, eval_jaxpr, inline_calls, split_closed
 
 __all__ = ["ModuleInfo", "extract_module_info", "Path"]
 
@@ -54,6 +54,9 @@ class ModuleInfo(NamedTuple):
 
     model: Any
     jaxpr: Jaxpr
+    #: top-level constvars (values in ``consts``) and non-constant invars of ``jaxpr``
+    constvars: list
+    invars: list
     closed_jaxpr: Any
     consts: list
     compiled_model_states: tuple
@@ -82,7 +85,7 @@ class ModuleInfo(NamedTuple):
 
     @property
     def arg_invars(self) -> list:
-        return list(self.jaxpr.invars[: self.num_arg_leaves])
+        return list(self.invars[: self.num_arg_leaves])
 
     @property
     def out_vars(self) -> list:
@@ -136,7 +139,7 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     # brainstate's out treedef covers ``(outputs, state values)``; keep the outputs part
     out_treedef = stateful.get_out_treedef(*args).children()[0]
 
-    open_jaxpr, consts = _compat.split_closed_jaxpr(closed)
+    open_jaxpr, consts = split_closed(closed)
     flat = inline_calls(open_jaxpr, consts)
     jaxpr = flat.jaxpr
 
@@ -146,9 +149,9 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
         state_id_to_path.setdefault(id(st), ("<external>", str(i)))
 
     num_state_leaves = sum(len(jax.tree.leaves(st.value)) for st in states)
-    num_arg_leaves = len(jaxpr.invars) - num_state_leaves
+    num_arg_leaves = len(flat.invars) - num_state_leaves
     num_out_leaves = len(jaxpr.outvars) - num_state_leaves
-    state_invars = _split_by_state(states, jaxpr.invars[num_arg_leaves:])
+    state_invars = _split_by_state(states, flat.invars[num_arg_leaves:])
     state_outvars = _split_by_state(states, jaxpr.outvars[num_out_leaves:])
 
     maps = _classify_states(states, state_invars, state_outvars, state_id_to_path)
@@ -164,6 +167,8 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     return ModuleInfo(
         model=model,
         jaxpr=jaxpr,
+        constvars=list(flat.constvars),
+        invars=list(flat.invars),
         closed_jaxpr=_compat.close_jaxpr(jaxpr, flat.consts),
         consts=flat.consts,
         compiled_model_states=states,

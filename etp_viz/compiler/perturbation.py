@@ -37,7 +37,7 @@ class HiddenPerturbation(NamedTuple):
     perturb_hidden_paths : list of paths
     perturb_hidden_states : list of HiddenState
     perturb_jaxpr : Jaxpr
-        Invars ``[*module_info.jaxpr.invars, *perturb_vars]``, same outvars layout.
+        Invars ``[*module_info.invars, *perturb_vars]``, same outvars layout.
     closed_perturb_jaxpr : ClosedJaxpr
     hidden_producer_eqn_indices : dict
         ``{path: top-level index of the equation producing h}`` (``None`` when read-only).
@@ -91,7 +91,7 @@ def add_hidden_perturbation_from_minfo(minfo: ModuleInfo) -> HiddenPerturbation:
         for i in range(state_start, len(outvars)):
             if outvars[i] is h:
                 outvars[i] = new_h
-    jaxpr = build_jaxpr(minfo.jaxpr.constvars, [*minfo.jaxpr.invars, *perturb_vars], outvars, eqns)
+    jaxpr = build_jaxpr(minfo.constvars, [*minfo.invars, *perturb_vars], outvars, eqns)
     return HiddenPerturbation(
         perturb_vars=perturb_vars,
         perturb_hidden_paths=paths,

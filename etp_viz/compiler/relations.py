@@ -83,6 +83,9 @@ class HiddenParamOpRelation(NamedTuple):
     trainable_param_jaxprs: dict = {}
     trainable_param_fns: dict = {}
     trainable_chain_eqn_indices: dict = {}
+    #: constvars of each ``y_to_hidden_group_jaxprs[k]`` (jax 0.12 folds them into invars)
+    y_to_hidden_group_constvars: list = []
+    trainable_param_constvars: dict = {}
 
     @property
     def x(self) -> Any:
@@ -102,9 +105,10 @@ class HiddenParamOpRelation(NamedTuple):
         """Evaluate each y -> h tail. ``const_vals``: dict Var -> value, or one list per group
         (constvar order)."""
         results = []
-        for k, (jaxpr, group) in enumerate(zip(self.y_to_hidden_group_jaxprs, self.hidden_groups)):
+        pairs = zip(self.y_to_hidden_group_jaxprs, self.hidden_groups)
+        for k, (jaxpr, group) in enumerate(pairs):
             if isinstance(const_vals, dict):
-                consts = [const_vals[v] for v in jaxpr.constvars]
+                consts = [const_vals[v] for v in self.y_to_hidden_group_constvars[k]]
             else:
                 consts = list(const_vals[k])
             hidden = eval_jaxpr(jaxpr, consts, y_val)
@@ -217,7 +221,7 @@ class _RelationFinder:
             self._report_excluded(index, prim, weight_path, path_eqns, blocking)
             return None
         groups = list({self.groups[p].index: self.groups[p] for p in connected}.values())
-        tails, tail_eqns = zip(*(self._tail(y_var, g, path_eqns) for g in groups))
+        tails, tail_consts, tail_eqns = zip(*(self._tail(y_var, g, path_eqns) for g in groups))
         all_tail = sorted({i for eqns in tail_eqns for i in eqns})
         preserving = self._check_tail(index, prim, weight_path, y_var, all_tail, connected)
         for path, cls in classes.items():
@@ -245,6 +249,8 @@ class _RelationFinder:
             trainable_param_jaxprs=trainables["jaxprs"],
             trainable_param_fns=trainables["fns"],
             trainable_chain_eqn_indices=trainables["chain_eqns"],
+            y_to_hidden_group_constvars=[list(c) for c in tail_consts],
+            trainable_param_constvars=trainables["constvars"],
         )
         self.diag.emit(
             DiagnosticKind.RELATION_INCLUDED,
@@ -286,7 +292,9 @@ class _RelationFinder:
     def _resolve_trainables(self, index: int, eqn: Any, keys: dict) -> dict | None:
         out: dict[str, dict] = {
             k: {}
-            for k in ("vars paths leaf_indices states chains is_leaf jaxprs fns chain_eqns".split())
+            for k in (
+                "vars paths leaf_indices states chains is_leaf jaxprs fns chain_eqns constvars"
+            ).split()
         }
         for key, invar_index in keys.items():
             var = eqn.invars[invar_index]
@@ -328,6 +336,7 @@ class _RelationFinder:
             out["jaxprs"][key] = found.jaxpr
             out["fns"][key] = found.fn
             out["chain_eqns"][key] = found.chain_eqn_indices
+            out["constvars"][key] = found.constvars
         if not out["paths"]:
             self.diag.emit(
                 DiagnosticKind.RELATION_EXCLUDED_NO_PARAMSTATE,
@@ -416,7 +425,8 @@ class _RelationFinder:
                     seen[inp] = None
                     stack.append(inp)
         indices = sorted(selected)
-        return slice_jaxpr(self.minfo.jaxpr, indices, [y_var], group.hidden_outvars), indices
+        jaxpr, constvars = slice_jaxpr(self.minfo.jaxpr, indices, [y_var], group.hidden_outvars)
+        return jaxpr, constvars, indices
 
     def _check_tail(self, index, prim, weight_path, y_var, tail, connected) -> bool:
         dependent: dict[Any, None] = {y_var: None}
