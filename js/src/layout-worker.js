@@ -19,7 +19,11 @@ self.onmessage = async (/** @type {MessageEvent} */ event) => {
       return;
     }
     const start = performance.now();
-    const svg = graphviz.layout(dot, "svg", "dot");
+    // Trim what the page would only parse and throw away (XML prolog, doctype, comments):
+    // parsing happens on the UI thread, this string work does not.
+    const svg = graphviz.layout(dot, "svg", "dot")
+      .replace(/^[\s\S]*?(?=<svg)/, "")
+      .replace(/<!--[\s\S]*?-->\n?/g, "");
     self.postMessage({ id, svg, ms: performance.now() - start });
   } catch (error) {
     // A failed layout can leave the wasm module in a bad state: load a fresh one next time.

@@ -65,11 +65,26 @@ export class GraphView {
    * @param {(dotId: string) => string} tooltip  plain text for each element's <title>
    */
   setSvg(text, tooltip) {
+    this.mount(this.parse(text), tooltip);
+    this.setTitles(tooltip, 0, Infinity);
+  }
+
+  /** Parse (and sanitise) Graphviz SVG text into an element owned by this document. */
+  parse(/** @type {string} */ text) {
     const doc = new DOMParser().parseFromString(text, "image/svg+xml");
     const parsed = doc.documentElement;
     if (!parsed || parsed.nodeName !== "svg") throw new Error("layout produced no SVG");
     sanitizeSvg(parsed);
-    const svg = /** @type {SVGSVGElement} */ (document.importNode(parsed, true));
+    return /** @type {SVGSVGElement} */ (document.adoptNode(parsed));
+  }
+
+  /**
+   * Mount a parsed SVG: parse, mount and titles are separate steps so the caller can yield
+   * to the event loop between them (no single long task on large graphs).
+   * @param {SVGSVGElement} svg
+   * @param {(dotId: string) => string} tooltip
+   */
+  mount(svg, tooltip) {
     const [x, y, w, h] = (svg.getAttribute("viewBox") || "0 0 100 100").split(/[ ,]+/).map(Number);
     this.base = { x, y, w: Math.max(w, 1), h: Math.max(h, 1) };
     svg.removeAttribute("width");
@@ -77,16 +92,25 @@ export class GraphView {
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
     svg.classList.add("etp-graph");
     this.elements.clear();
-    for (const el of svg.querySelectorAll("g.node, g.edge, g.cluster")) {
-      this.elements.set(el.id, el);
-      const title = el.querySelector(":scope > title");
-      if (title) title.textContent = tooltip(el.id);
-    }
+    for (const el of svg.querySelectorAll("g.node, g.edge, g.cluster")) this.elements.set(el.id, el);
+    this.tooltip = tooltip;
     if (this.svg) this.svg.replaceWith(svg);
     else this.container.append(svg);
     this.svg = svg;
     this.highlighted = [];
     this.fit();
+  }
+
+  /** Replace Graphviz's <title>s (DOT names) by tooltips for elements [start, end). */
+  setTitles(/** @type {(dotId: string) => string} */ tooltip, start = 0, end = Infinity) {
+    let i = 0;
+    for (const [id, el] of this.elements) {
+      if (i >= end) break;
+      if (i++ < start) continue;
+      const title = el.firstElementChild;
+      if (title && title.nodeName === "title") title.textContent = tooltip(id);
+    }
+    return i;
   }
 
   fit() {

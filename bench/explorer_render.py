@@ -1,0 +1,182 @@
+"""Explorer render benchmark in headless Chromium (Debian chromium + Playwright).
+
+    .venv/bin/python bench/explorer_render.py [--repeats 5] [--out FILE.json]
+
+On the generated ~2,000-equation model (tests/explorer/fixtures/stacked_2000.json, 40 collapsed
+pjit layers) it measures, in the page:
+  first_render_ms  widget.render() -> first graph mounted (worker start + wasm load + layout)
+  expand_ms        click on a collapsed layer -> expanded graph mounted
+  longest_task_ms  longest main-thread task (PerformanceObserver 'longtask') during both
+and, for information, laying out everything expanded at once (bounded Graphviz options).
+Targets (issue 5): first render <= 1000 ms, expand <= 500 ms, no task > 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from etp_viz.explorer.export import MOCK_MODEL_JS  # noqa: E402
+from etp_viz.explorer.widget import BUNDLE, Explorer  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "explorer" / "fixtures" / "stacked_2000.json"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PAGE = (
+    """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<div id="root"></div><script>"""
+    + MOCK_MODEL_JS
+    + """</script>
+<script type="module">
+window.longTasks = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries())
+  window.longTasks.push({start: e.startTime, ms: e.duration}); }).observe({type: "longtask"});
+import widget from "./widget.js";
+const state = await (await fetch("./state.json")).json();
+window.etpModel = etpCreateModel(state);
+const el = document.getElementById("root");
+window.etpEl = el;
+window.renders = [];
+el.addEventListener("etp-rendered",
+  (e) => window.renders.push({at: performance.now(), ...e.detail}));
+window.t0 = performance.now();
+widget.render({ model: window.etpModel, el });
+</script></body></html>"""
+)
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def run_once(browser, base):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    aborted = []
+    context.route(
+        "**/*",
+        lambda r: (
+            r.continue_()
+            if r.request.url.startswith(base)
+            else (aborted.append(r.request.url), r.abort())
+        ),
+    )
+    page = context.new_page()
+    page.goto(f"{base}/bench.html")
+    page.wait_for_function("window.renders && window.renders.length >= 1", timeout=30000)
+    first = page.evaluate("window.renders[0].at - window.t0")
+    first_detail = page.evaluate("window.renders[0]")
+    page.wait_for_timeout(100)
+    click_at = page.evaluate("performance.now()")
+    page.click("g.node[id='k5']")
+    page.wait_for_function("window.renders.length >= 2", timeout=30000)
+    expand = page.evaluate("window.renders[1].at") - click_at
+    expand_detail = page.evaluate("window.renders[1]")
+    tasks = page.evaluate("window.longTasks")
+    # information: everything expanded in one layout
+    page.evaluate("""() => window.etpModel.set('expanded',
+        window.etpModel.state.view_model.clusters
+          .filter(c => c.kind === 'subjaxpr').map(c => c.id))""")
+    page.wait_for_function("window.renders.length >= 3", timeout=120000)
+    full = page.evaluate("window.renders[2]")
+    context.close()
+    return {
+        "first_render_ms": round(first, 1),
+        "first_render_nodes": first_detail["nodes"],
+        "first_render_worker_layout_ms": round(first_detail["workerMs"], 1),
+        "first_render_mount_ms": round(first_detail["mountMs"], 1),
+        "expand_ms": round(expand, 1),
+        "expand_nodes": expand_detail["nodes"],
+        "expand_worker_layout_ms": round(expand_detail["workerMs"], 1),
+        "expand_mount_ms": round(expand_detail["mountMs"], 1),
+        "longest_task_ms": round(max([t["ms"] for t in tasks] or [0.0]), 1),
+        "long_tasks": len(tasks),
+        "all_expanded_nodes": full["nodes"],
+        "all_expanded_total_ms": round(full["totalMs"], 1),
+        "all_expanded_mount_ms": round(full["mountMs"], 1),
+        "aborted_requests": len(aborted),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "explorer_render.json"))
+    args = parser.parse_args()
+    chromium = shutil.which("chromium")
+    if chromium is None or not BUNDLE.is_file():
+        sys.exit("needs Debian chromium and the built bundle (run scripts/setup.sh)")
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp)
+        (site / "bench.html").write_text(PAGE)
+        shutil.copy(BUNDLE, site / "widget.js")
+        vm = json.loads(FIXTURE.read_text())
+        (site / "state.json").write_text(json.dumps(Explorer(vm).frontend_state()))
+        handler = functools.partial(Quiet, directory=str(site))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+            runs = [run_once(browser, base) for _ in range(args.repeats)]
+            version = browser.version
+            browser.close()
+        server.shutdown()
+
+    def summary(key):
+        values = [r[key] for r in runs]
+        return {"median": statistics.median(values), "max": max(values)}
+
+    result = {
+        "benchmark": "explorer_render",
+        "model": f"{FIXTURE.name}: {sum(n['kind'] == 'eqn' for n in vm['nodes'])} equations, "
+        f"{len(vm['nodes'])} nodes",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+            "cpus": __import__("os").cpu_count(),
+            "python": platform.python_version(),
+            "chromium": version,
+            "node": subprocess.run(
+                ["node", "--version"], capture_output=True, text=True
+            ).stdout.strip(),
+        },
+        "targets": {"first_render_ms": 1000, "expand_ms": 500, "longest_task_ms": 50},
+        "summary": {
+            k: summary(k)
+            for k in ("first_render_ms", "expand_ms", "longest_task_ms", "all_expanded_total_ms")
+        },
+        "runs": runs,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["summary"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
