@@ -19,6 +19,7 @@ recurrent neural networks" (D-RTRL).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import jax.numpy as jnp
@@ -110,7 +111,17 @@ def _init_trace(rel: Any, group: Any) -> dict:
         dtype = rel.y_var.aval.dtype
         return {k: jnp.zeros((*group.varshape, group.num_state), dtype) for k in rel.operand_vars}
     init = _ops.ETP_RULES_INIT_DRTRL[rel.primitive]
-    return dict(init(rel.x_var, rel.y_var, dict(rel.operand_vars), group.num_state))
+    params = rel.rules.params if _accepts_params(init) else {}
+    return dict(init(rel.x_var, rel.y_var, dict(rel.operand_vars), group.num_state, **params))
+
+
+def _accepts_params(fn: Any) -> bool:
+    """Whether an ``init_drtrl`` rule takes the equation's static params (``**params``)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+    return any(p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 class D_RTRL(ParamDimVjpAlgorithm):  # noqa: N801 - the algorithm's name in the papers
