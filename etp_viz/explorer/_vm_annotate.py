@@ -98,8 +98,7 @@ class Annotator:
         return node_id if node_id in self.builder.nodes else None
 
     def edges_among(self, node_ids: Any) -> tuple[str, ...]:
-        """Edges whose two ends are both in ``node_ids``, plus edges into/out of nested nodes
-        of those equations' clusters."""
+        """Edges whose two ends are both in ``node_ids``."""
         pool = set(node_ids)
         return tuple(
             e.id for e in self.builder.edges.values() if e.source in pool and e.target in pool

@@ -39,10 +39,7 @@ def _ready(model, x):
 
 
 def make_two_layer_rnn():
-    with (
-        brainstate.random.seed_context(0) if hasattr(brainstate.random, "seed_context") else _null()
-    ):
-        return _ready(TwoLayerRNN(), jnp.zeros(10))
+    return _ready(TwoLayerRNN(), jnp.zeros(10))
 
 
 def make_gru():
@@ -51,10 +48,6 @@ def make_gru():
 
 def make_lstm():
     return _ready(enn.LSTMCell(3, 4), jnp.zeros(3))
-
-
-def _hostile_activation(x):
-    return jnp.tanh(x)
 
 
 class HostileNames(brainstate.nn.Module):
@@ -112,14 +105,6 @@ def make_deep_stack(target_eqns: int = 2000, width: int = 8):
     per_triple = max(1, count_eqns(probe_model, probe_x))
     num_layers = 3 * max(1, round(target_eqns / per_triple))
     return _ready(DeepStack(num_layers, width), jnp.zeros(width))
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 MODELS = {
