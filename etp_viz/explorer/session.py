@@ -243,11 +243,11 @@ class Session:
 
     def _dispatch_one(self) -> None:
         x_t, y_t = self.data(self.step_count)
+        if self._fidelity is not None:
+            self._fidelity.before_step(x_t, y_t)
         if self._jit_step is None:
             self._jit_step = self._build_step()
         self.ring, self.opt_state = self._jit_step(self.ring, self.opt_state, x_t, y_t)
-        if self._fidelity is not None:
-            self._fidelity.observe(x_t, y_t)
         self.step_count += 1
 
     def _sync(self) -> None:

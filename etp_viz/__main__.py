@@ -1,0 +1,240 @@
+"""Command line: ``python -m etp_viz demo`` and ``python -m etp_viz inspect module:factory``.
+
+``demo`` compiles a small recurrent model on a teaching task, runs N online-learning steps with
+a progress bar, writes one offline HTML file (the graph + the recorded history) and prints a
+summary: relations, exclusions with their reasons, final loss, and gradient fidelity. Parts that
+cannot run in this installation are named, never faked.
+
+``inspect`` imports ``module:factory`` (a function returning ``model`` or ``(model, x)``),
+compiles it and prints ``graph.explain()``; ``--out file.html`` also writes the explorer.
+
+Examples
+--------
+.. code-block:: console
+
+    $ python -m etp_viz demo --steps 200 --out demo.html
+    $ python -m etp_viz demo --task delayed_recall --algorithm es_d_rtrl
+    $ python -m etp_viz inspect mypkg.models:make_gru --out gru.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main"]
+
+ALGORITHMS = ("d_rtrl", "es_d_rtrl")
+
+
+def _progress(done: int, total: int, started: float, loss: float | None) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    rate = done / max(time.perf_counter() - started, 1e-9)
+    tail = f" loss {loss:.4g}" if loss is not None else ""
+    sys.stderr.write(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ({rate:.0f} steps/s){tail}"
+    )
+    sys.stderr.flush()
+
+
+def _fallback_sine(num_hidden: int = 32) -> tuple[Any, Any, Any]:
+    """Sine-wave regression on an ETP RNN (used only when etp_viz.tasks is unavailable)."""
+    import brainstate
+    import jax.numpy as jnp
+    import numpy as np
+
+    from etp_viz import nn
+
+    class SineRNN(brainstate.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.ValinaRNNCell(2, num_hidden)
+            self.out = nn.Linear(num_hidden, 1)
+
+        def update(self, x: Any) -> Any:
+            return self.out(self.rnn(x))
+
+    def data(t: int) -> tuple[Any, Any]:
+        phase = 0.2 * t
+        x = np.array([np.sin(phase), np.cos(phase)], np.float32)
+        return x, np.array([np.sin(phase + 0.6)], np.float32)
+
+    model = SineRNN()
+    brainstate.nn.init_all_states(model)
+    return model, jnp.zeros(2, jnp.float32), data
+
+
+def _demo_setup(task_name: str) -> tuple[Any, Any, dict[str, Any], str]:
+    """``(model, x0, session data options, description)`` for a task name."""
+    try:
+        from etp_viz.explorer import tasks
+    except ImportError:
+        tasks = None
+    if tasks is not None and hasattr(tasks, "get_task"):
+        task = tasks.get_task(task_name)
+        model = task.suggested_model()
+        x0 = task.example_input() if hasattr(task, "example_input") else task.step_data(0)[0]
+        return model, x0, {"task": task}, type(task).__name__
+    if task_name not in ("sine", "sine_regression"):
+        raise SystemExit(
+            f"Task {task_name!r} needs etp_viz.explorer.tasks, which this installation lacks; "
+            "only the built-in 'sine' demo is available."
+        )
+    model, x0, data = _fallback_sine()
+    return model, x0, {"data": data}, "sine regression (built-in; etp_viz.tasks unavailable)"
+
+
+def _print_graph_summary(graph: Any, out: Any) -> None:
+    status = dict(getattr(graph, "weight_status", {}) or {})
+    relations = getattr(graph, "hidden_param_op_relations", ()) or ()
+    print(
+        f"Compiled graph: {len(relations)} relation(s), "
+        f"{len(getattr(graph, 'hidden_groups', ()) or ())} hidden group(s).",
+        file=out,
+    )
+    for path, state in status.items():
+        print(f"  weight {'.'.join(map(str, path))}: {state}", file=out)
+    excluded = [
+        r
+        for r in getattr(graph, "diagnostics", ())
+        if "excluded" in str(r.kind)
+        or str(r.kind) in ("param_not_used_by_etp", "trainable_invar_not_paramstate")
+    ]
+    if excluded:
+        print("Exclusions:", file=out)
+        for record in excluded:
+            print(f"  - [{record.kind}] {record.message}", file=out)
+    else:
+        print("Exclusions: none.", file=out)
+
+
+def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
+    """The ``demo`` subcommand; returns the exit status."""
+    import etp_viz
+    from etp_viz.compiler import compile_etrace_graph
+
+    model, x0, data_options, description = _demo_setup(args.task)
+    print(f"etp_viz demo: {description}, {args.algorithm}, {args.steps} steps", file=out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # every compiler decision is printed below
+        graph = compile_etrace_graph(model, x0)
+    _print_graph_summary(graph, out)
+    explorer, failure = None, None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            explorer = etp_viz.show(
+                model,
+                x0,
+                algorithm=args.algorithm,
+                learning_rate=args.learning_rate,
+                fidelity_every=args.fidelity_every,
+                **data_options,
+            )
+    except Exception as error:  # noqa: BLE001 - say what is missing, still write the graph
+        failure = f"{type(error).__name__}: {error}"
+    if explorer is None:
+        print(f"Online learning unavailable: {failure}", file=out)
+        print("Writing the static explorer (graph only, no recorded history).", file=out)
+        explorer = etp_viz.Explorer(graph)
+    else:
+        _run_with_progress(explorer.session, args.steps)
+        print(explorer.session.summary(), file=out)
+        unavailable = explorer.history.meta.get("unavailable", [])
+        if unavailable:
+            print("Not recorded: " + "; ".join(unavailable), file=out)
+    path = explorer.save_html(args.out)
+    print(f"Wrote {path}", file=out)
+    return 0 if failure is None and not getattr(explorer, "session", None).error else 1
+
+
+def _run_with_progress(session: Any, steps: int) -> None:
+    started = time.perf_counter()
+    done = 0
+    frame = max(1, min(session.steps_per_frame, steps))
+    while done < steps and not session.halted:
+        try:
+            session.step(min(frame, steps - done))
+        except Exception as error:  # noqa: BLE001 - reported in the summary
+            session.error = session.error or f"{type(error).__name__}: {error}"
+            break
+        done = session.history.num_steps
+        loss = float(session.history.loss[-1]) if done else None
+        _progress(done, steps, started, loss)
+    sys.stderr.write("\n")
+
+
+def _load_factory(spec: str) -> tuple[Any, tuple]:
+    if ":" not in spec:
+        raise SystemExit(f"Expected 'module:factory', got {spec!r} (e.g. mypkg.models:make_gru).")
+    module_name, attribute = spec.split(":", 1)
+    sys.path.insert(0, ".")
+    factory = getattr(importlib.import_module(module_name), attribute)
+    made = factory()
+    if isinstance(made, tuple):
+        return made[0], tuple(made[1:])
+    raise SystemExit(
+        f"{spec} returned a {type(made).__name__}; return `(model, example_input)` so the "
+        "model can be traced for one step."
+    )
+
+
+def run_inspect(args: argparse.Namespace, out: Any = sys.stdout) -> int:
+    """The ``inspect`` subcommand."""
+    import brainstate
+
+    from etp_viz.compiler import compile_etrace_graph
+
+    model, inputs = _load_factory(args.factory)
+    if not model.states(brainstate.HiddenState):
+        brainstate.nn.init_all_states(model)  # a factory may return an uninitialised model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = compile_etrace_graph(model, *inputs)
+    _print_graph_summary(graph, out)
+    buffer = io.StringIO()
+    graph.explain(file=buffer)
+    print(buffer.getvalue(), file=out)
+    if args.out:
+        import etp_viz
+
+        print(f"Wrote {etp_viz.Explorer(graph).save_html(args.out)}", file=out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m etp_viz", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="compile, learn online, write an offline HTML")
+    demo.add_argument("--task", default="sine", help="teaching task (default: sine)")
+    demo.add_argument("--algorithm", default="d_rtrl", choices=ALGORITHMS)
+    demo.add_argument("--steps", type=int, default=200)
+    demo.add_argument("--learning-rate", type=float, default=0.02)
+    demo.add_argument(
+        "--fidelity-every",
+        type=int,
+        default=0,
+        help="measure fidelity vs BPTT every K steps (0: off)",
+    )
+    demo.add_argument("--out", default="demo.html")
+    inspect = commands.add_parser("inspect", help="compile a user's model and explain it")
+    inspect.add_argument("factory", help="module:function returning (model, example_input)")
+    inspect.add_argument("--out", default=None, help="also write the explorer HTML")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m etp_viz`` and the ``etp-viz`` script."""
+    args = build_parser().parse_args(argv)
+    return run_demo(args) if args.command == "demo" else run_inspect(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
