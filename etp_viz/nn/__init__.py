@@ -1,6 +1,7 @@
 """etp_viz.nn: ETP-wired layers built on brainstate (dense, recurrent cells, spiking neurons)."""
 
 from ._init import constant as constant
+from ._init import default_float_dtype as default_float_dtype
 from ._init import normal as normal
 from ._init import xavier_normal as xavier_normal
 from ._init import zeros as zeros
