@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import brainstate
 import jax
 import jax.numpy as jnp
@@ -58,8 +60,10 @@ class CoupledPlain(brainstate.nn.Module):
         return self.h.value
 
 
+@functools.cache
 def cells():
-    """(name, model, input) for the recurrent cells of etp_viz.nn."""
+    """(name, model, input) for the recurrent cells of etp_viz.nn (built once; tests do not
+    mutate them)."""
     out = [
         ("ValinaRNNCell", init(enn.ValinaRNNCell(3, 4)), jnp.ones(3)),
         ("GRUCell", init(enn.GRUCell(3, 4)), jnp.ones(3)),
