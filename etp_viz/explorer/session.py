@@ -239,7 +239,7 @@ class Session:
                 state.value = _tree_where(keep, new_value, old[name])
             return ring, _tree_where(keep, new_opt_state, opt_state)
 
-        return brainstate.transform.jit(step)
+        return brainstate.transform.jit(step, donate_argnums=(0,))
 
     def _dispatch_one(self) -> None:
         x_t, y_t = self.data(self.step_count)
