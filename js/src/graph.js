@@ -29,11 +29,29 @@ export const COLORS = {
   collapsed: "#f2f2f2",
 };
 
-/** Index a view model once: maps by id, cluster tree, annotation sets. */
-export function indexViewModel(/** @type {ViewModel} */ vm) {
+/** Cluster kinds the viewer collapses to one node ("branch" clusters only with their parent). */
+export const COLLAPSIBLE = new Set(["subjaxpr", "module"]);
+const MODULES_PER_RANGE = 16;
+
+/**
+ * Index a view model once: maps by id, cluster tree, annotation sets. When the top level
+ * would draw more than `moduleThreshold` nodes (a big flat model: jit bodies are inlined),
+ * the viewer adds collapsible `module` clusters `m:<module path>` (see `withModules`).
+ * @param {ViewModel} vm
+ * @param {{moduleThreshold?: number}} [options]
+ */
+export function indexViewModel(vm, options = {}) {
   if (!vm || !Array.isArray(vm.nodes) || !Array.isArray(vm.edges)) {
     throw new Error("view model: expected an object with 'nodes' and 'edges' arrays");
   }
+  const index = buildIndex(vm);
+  const threshold = options.moduleThreshold ?? 150;
+  if (visibleGraph(index, []).nodeCount <= threshold) return index;
+  const grouped = withModules(index);
+  return grouped ? buildIndex(grouped) : index;
+}
+
+function buildIndex(/** @type {ViewModel} */ vm) {
   const nodes = new Map(vm.nodes.map((n) => [n.id, n]));
   const edges = new Map(vm.edges.map((e) => [e.id, e]));
   const clusters = new Map((vm.clusters || []).map((c) => [c.id, c]));
@@ -61,7 +79,125 @@ export function indexViewModel(/** @type {ViewModel} */ vm) {
     annotations };
 }
 
-/** @typedef {ReturnType<typeof indexViewModel>} Index */
+/** @typedef {ReturnType<typeof buildIndex>} Index */
+
+/** The module path owning a state path (`layers.3.h` -> `layers.3`). */
+function parentPath(/** @type {string} */ path, drop = 1) {
+  const parts = path.split(".");
+  return parts.slice(0, Math.max(parts.length - drop, 0)).join(".");
+}
+
+/**
+ * A copy of the view model with viewer-made `module` clusters: every top-level unit (a node
+ * outside sub-jaxprs, or a top-level sub-jaxpr cluster) goes to the module of the state paths
+ * it touches (hidden/state nodes by their path, ETP equations by their weight's path), other
+ * equations to the latest module among their inputs (else the earliest among their
+ * consumers). Group clusters and top-level sub-jaxpr clusters nest inside their module.
+ * Returns null when fewer than two modules are found (nothing to gain).
+ * @param {Index} index
+ */
+export function withModules(index) {
+  const vm = index.vm;
+  const hiddenModules = new Set();
+  for (const n of vm.nodes) {
+    const path = n.hidden_path || /** @type {any} */ (n).state_path;
+    if (path) hiddenModules.add(parentPath(path));
+  }
+  const moduleOfWeight = (/** @type {string} */ path) => {
+    for (let m = parentPath(path); m; m = parentPath(m)) if (hiddenModules.has(m)) return m;
+    return parentPath(path, 2);
+  };
+  /** top unit of a node: its outermost cluster when that is a sub-jaxpr, else itself */
+  const topCluster = new Map();
+  for (const c of index.clusters.values()) {
+    const chain = clusterChain(index.clusters, c.id);
+    const top = index.clusters.get(chain[chain.length - 1]);
+    topCluster.set(c.id, top.kind !== "group" ? top.id : null);
+  }
+  const unitOf = (/** @type {VMNode} */ n) => (n.cluster && topCluster.get(n.cluster)) || n.id;
+  /** @type {Map<string, string>} unit -> module path */
+  const module = new Map();
+  /** @type {Map<string, number>} unit -> order (top-level equation index) */
+  const order = new Map();
+  const SOURCES = new Set(["input", "hidden_in", "state_in", "param"]);
+  const rank = (/** @type {VMNode} */ n) => n.eqn_index ?? (SOURCES.has(n.kind) ? -1 : Infinity);
+  const ranks = new Map(vm.nodes.map((n) => [n.id, rank(n)]));
+  const sorted = [...vm.nodes].sort((a, b) => (ranks.get(a.id) ?? 0) - (ranks.get(b.id) ?? 0));
+  for (const n of sorted) {
+    const unit = unitOf(n);
+    if (!order.has(unit)) order.set(unit, ranks.get(n.id) ?? 0);
+    if (module.has(unit)) continue;
+    const path = n.hidden_path || /** @type {any} */ (n).state_path;
+    if (path) module.set(unit, parentPath(path));
+    else if (n.etp && n.weight_path) module.set(unit, moduleOfWeight(n.weight_path));
+    else if (n.kind === "param") module.set(unit, moduleOfWeight(n.id.slice(2)));
+  }
+  const moduleOrder = new Map();
+  for (const [unit, m] of module) moduleOrder.set(m, Math.min(moduleOrder.get(m) ?? Infinity, order.get(unit) ?? Infinity));
+  const preds = new Map();
+  const succs = new Map();
+  for (const e of vm.edges) {
+    const s = index.nodes.get(e.source), t = index.nodes.get(e.target);
+    if (!s || !t) continue;
+    const su = unitOf(s), tu = unitOf(t);
+    if (su === tu) continue;
+    if (!preds.has(tu)) preds.set(tu, []);
+    preds.get(tu).push(su);
+    if (!succs.has(su)) succs.set(su, []);
+    succs.get(su).push(tu);
+  }
+  const units = [...order.keys()].sort((a, b) => (order.get(a) ?? 0) - (order.get(b) ?? 0));
+  const pick = (/** @type {string[]} */ others, /** @type {number} */ sign) => {
+    let best = null;
+    for (const u of others) {
+      const m = module.get(u);
+      if (m == null) continue;
+      if (best == null || sign * ((moduleOrder.get(m) ?? 0) - (moduleOrder.get(best) ?? 0)) > 0) best = m;
+    }
+    return best;
+  };
+  for (const u of units) if (!module.has(u)) { const m = pick(preds.get(u) || [], 1); if (m != null) module.set(u, m); }
+  for (const u of [...units].reverse()) if (!module.has(u)) { const m = pick(succs.get(u) || [], -1); if (m != null) module.set(u, m); }
+  const names = [...new Set([...module.values()].filter(Boolean))];
+  if (names.length < 2) return null;
+  const idOf = (/** @type {string|undefined} */ m) => (m ? `m:${m}` : null);
+  const nodes = vm.nodes.map((n) => {
+    if (n.cluster) return n;
+    return { ...n, cluster: idOf(module.get(n.id)) };
+  });
+  /** @type {Map<string, Set<string|undefined>>} group cluster -> modules of its members */
+  const groupModules = new Map();
+  for (const n of vm.nodes) {
+    if (!n.cluster || index.clusters.get(n.cluster)?.kind !== "group") continue;
+    if (!groupModules.has(n.cluster)) groupModules.set(n.cluster, new Set());
+    groupModules.get(n.cluster)?.add(module.get(n.id));
+  }
+  names.sort((a, b) => (moduleOrder.get(a) ?? 0) - (moduleOrder.get(b) ?? 0));
+  // Many modules (a deep stack): ranges of MODULES_PER_RANGE modules, one more level.
+  /** @type {Map<string, string|null>} */
+  const rangeOf = new Map();
+  /** @type {any[]} */
+  const added = [];
+  const perRange = names.length > MODULES_PER_RANGE * 2 ? MODULES_PER_RANGE : Infinity;
+  for (let i = 0; i < names.length; i += perRange) {
+    const part = names.slice(i, i + perRange);
+    const rangeId = perRange === Infinity ? null : `m:${part[0]}…${part[part.length - 1]}`;
+    if (rangeId) added.push({ id: rangeId, kind: "module", label: `${part[0]} … ${part[part.length - 1]} (${part.length} modules)`, parent: null, collapsed: true });
+    for (const m of part) {
+      rangeOf.set(m, rangeId);
+      added.push({ id: `m:${m}`, kind: "module", label: m, parent: rangeId, collapsed: true });
+    }
+  }
+  const clusters = (vm.clusters || []).map((c) => {
+    if (c.parent) return c;
+    if (c.kind === "group") {
+      const members = [...(groupModules.get(c.id) || [])];
+      return { ...c, parent: members.length === 1 ? idOf(members[0]) : null };
+    }
+    return { ...c, parent: idOf(module.get(c.id)) };
+  });
+  return { ...vm, nodes, clusters: [...clusters, ...added] };
+}
 
 /** Cluster ids from the innermost outwards. */
 export function clusterChain(/** @type {Map<string, any>} */ clusters, /** @type {string|null|undefined} */ id) {
@@ -92,7 +228,7 @@ function collapsedOwner(/** @type {Index} */ index, /** @type {string|null|undef
   let owner = null;
   for (const id of clusterChain(index.clusters, clusterId)) {
     const c = index.clusters.get(id);
-    if (c.kind === "subjaxpr" && !expanded.has(id)) owner = id;
+    if (COLLAPSIBLE.has(c.kind) && !expanded.has(id)) owner = id;
   }
   return owner;
 }
@@ -103,7 +239,7 @@ export function expandedToShow(/** @type {Index} */ index, /** @type {string} */
   const node = index.nodes.get(nodeId);
   const start = node ? node.cluster : index.clusters.has(nodeId) ? index.clusters.get(nodeId).parent : null;
   for (const id of clusterChain(index.clusters, start)) {
-    if (index.clusters.get(id).kind === "subjaxpr") result.add(id);
+    if (COLLAPSIBLE.has(index.clusters.get(id).kind)) result.add(id);
   }
   return [...result];
 }
@@ -123,10 +259,13 @@ export function visibleGraph(index, expandedIds, options = {}) {
   /** @type {{dotId: string, node?: VMNode, cluster?: any, parent: string|null}[]} */
   const items = [];
   const collapsedDot = new Map();
+  /** @type {Map<string, string|null>} cluster -> outermost collapsed cluster hiding it */
+  const ownerOf = new Map();
+  for (const c of index.clusters.keys()) ownerOf.set(c, collapsedOwner(index, c, expanded));
   let counter = 0;
   for (const node of index.vm.nodes) {
     if (node.kind === "param" && !options.show_params) continue;
-    const owner = collapsedOwner(index, node.cluster, expanded);
+    const owner = node.cluster ? ownerOf.get(node.cluster) ?? null : null;
     if (owner) {
       if (!collapsedDot.has(owner)) {
         const dotId = `k${collapsedDot.size}`;
@@ -146,7 +285,7 @@ export function visibleGraph(index, expandedIds, options = {}) {
   const clusterToDot = new Map();
   let clusterCounter = 0;
   for (const c of index.clusters.values()) {
-    if (collapsedOwner(index, c.id, expanded)) continue;
+    if (ownerOf.get(c.id)) continue;
     const dotId = `s${clusterCounter++}`;
     clusterToDot.set(c.id, dotId);
     dotToVm.set(dotId, { type: "cluster", id: c.id });
@@ -169,7 +308,8 @@ export function visibleGraph(index, expandedIds, options = {}) {
     entry.vmIds.push(edge.id);
     edgeToDot.set(edge.id, entry.dotId);
   }
-  return { expanded, items, edges: [...edgeByPair.values()], nodeToDot, edgeToDot, clusterToDot,
+  const edgeByDot = new Map([...edgeByPair.values()].map((e) => [e.dotId, e]));
+  return { expanded, items, edges: [...edgeByPair.values()], edgeByDot, nodeToDot, edgeToDot, clusterToDot,
     dotToVm, nodeCount: items.length };
 }
 
@@ -305,7 +445,7 @@ export function tooltipFor(/** @type {Index} */ index, /** @type {VisibleGraph} 
     return [n.primitive || n.kind, n.weight_path, n.hidden_path, avals, n.source].filter(Boolean).join("\n");
   }
   if (ref.type === "edge") {
-    const entry = graph.edges.find((e) => e.dotId === dotId);
+    const entry = graph.edgeByDot.get(dotId);
     return (entry ? entry.vmIds : [ref.id]).map((id) => {
       const e = index.edges.get(id);
       return e ? `${e.var ?? ""}: ${e.aval ?? ""}` : "";

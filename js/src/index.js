@@ -31,9 +31,6 @@ import { LivePanels, decodeFloat32 } from "./live.js";
 
 const REQUEST_TIMEOUT_MS = 15000;
 
-/** Yield to the event loop (lets input and paint run between steps of a mount). */
-const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
-
 export class ExplorerApp {
   /** @param {AnyModel} model @param {HTMLElement} el */
   constructor(model, el) {
@@ -190,29 +187,19 @@ export class ExplorerApp {
     }
     if (generation !== this.generation) return;
     const layoutDone = performance.now();
-    // Parse, mount and titles in separate tasks so the UI thread never blocks for long.
-    const parsed = this.view.parse(result.svg);
-    await nextTask();
-    if (generation !== this.generation) return;
     const tooltip = (/** @type {string} */ dotId) => this.index ? tooltipFor(this.index, graph, dotId) : "";
+    // Built in short slices (GraphView.build): the UI thread never blocks for long.
+    const mounted = await this.view.build(result.layout, tooltip,
+      { isCurrent: () => generation === this.generation });
+    if (!mounted || generation !== this.generation) return;
     this.graph = graph;
-    this.view.mount(parsed, tooltip);
     this.applyHighlight(false);
     this.loadingEl.hidden = true;
     const end = performance.now();
-    this.setTitlesInChunks(tooltip, generation);
     this.statusEl.textContent = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`;
     this.timings.push({ key, nodes: graph.nodeCount, cached, dotMs: dotDone - start, layoutMs: layoutDone - dotDone,
       workerMs: result.ms, mountMs: end - layoutDone, totalMs: end - start });
     this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
-  }
-
-  async setTitlesInChunks(/** @type {(id: string) => string} */ tooltip, /** @type {number} */ generation) {
-    const chunk = 400;
-    for (let start = 0; generation === this.generation; start += chunk) {
-      await nextTask();
-      if (generation !== this.generation || this.view.setTitles(tooltip, start, start + chunk) < start + chunk) return;
-    }
   }
 
   applyHighlight(centre = false) {

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Layout client: one Web Worker (from a blob URL holding the bundled worker code) and a cache
- * of SVG layouts keyed by expansion state, so going back to a level is instant.
+ * of layouts (draw lists) keyed by expansion state, so going back to a level is instant.
  */
 
 /* The worker bundle, injected as a string literal by build.mjs (esbuild `define`). */
@@ -9,7 +9,7 @@
 // @ts-ignore -- defined at build time
 const WORKER_SOURCE = typeof __ETP_LAYOUT_WORKER__ === "string" ? __ETP_LAYOUT_WORKER__ : "";
 
-/** @typedef {{svg: string, ms: number}} LayoutResult */
+/** @typedef {{layout: {width: number, height: number, count: number, chunks: string[]}, ms: number}} LayoutResult */
 
 export class LayoutClient {
   constructor() {
@@ -35,12 +35,12 @@ export class LayoutClient {
     this.url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
     const worker = new Worker(this.url);
     worker.onmessage = (event) => {
-      const { id, svg, ms, error } = event.data || {};
+      const { id, layout, ms, error } = event.data || {};
       const entry = this.pending.get(id);
       if (!entry) return;
       this.pending.delete(id);
       if (error) entry.reject(new Error(error));
-      else entry.resolve({ svg, ms });
+      else entry.resolve({ layout, ms });
     };
     worker.onerror = (event) => {
       const error = new Error(`layout worker error: ${event.message || "unknown"}`);

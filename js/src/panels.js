@@ -1,7 +1,7 @@
 // @ts-check
 /** Side panels: legend, weights, groups, diagnostics, node inspector. DOM built with h(). */
 import { h } from "./dom.js";
-import { COLORS } from "./graph.js";
+import { COLORS, COLLAPSIBLE } from "./graph.js";
 
 /** @typedef {import("./graph.js").Index} Index */
 /** @typedef {import("./types.js").Selection} Selection */
@@ -108,7 +108,7 @@ export function inspectorPanel(index, selected, actions) {
     return h("div", { class: "etp-inspector" },
       h("div", { class: "etp-title" }, c.label),
       table([["kind", c.kind], ["nodes", index.clusterSize.get(id) || 0]]),
-      c.kind === "subjaxpr" ? h("button", { class: "etp-button", onclick: () => (open ? actions.collapse(id) : actions.expand(id)) },
+      COLLAPSIBLE.has(c.kind) ? h("button", { class: "etp-button", onclick: () => (open ? actions.collapse(id) : actions.expand(id)) },
         open ? "Collapse" : "Expand") : null);
   }
   if (kind === "edge" && index.edges.has(id)) {

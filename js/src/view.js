@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * The SVG graph view: mounts a Graphviz SVG (sanitised), pan (drag), zoom (wheel, buttons),
+ * The SVG graph view: builds the SVG from a layout draw list in short slices, pan (drag), zoom (wheel, buttons),
  * fit, highlight by CSS class, centre on an element, export of the current view.
  */
 
@@ -19,18 +19,55 @@ export const EXPORT_CSS = `
 .hl-search > polygon, .hl-search > ellipse { stroke: #ff00aa; stroke-width: 3px; }
 `;
 
-/** Remove anything executable or linking out from a parsed SVG document (defence in depth:
- * Graphviz already escapes labels). */
-export function sanitizeSvg(/** @type {Element} */ root) {
-  for (const el of root.querySelectorAll("script, foreignObject, iframe, image, use")) el.remove();
-  for (const el of [root, ...root.querySelectorAll("*")]) {
-    for (const attr of [...el.attributes]) {
-      const name = attr.name.toLowerCase();
-      if (name.startsWith("on") || ((name === "href" || name === "xlink:href") && !attr.value.startsWith("#"))) {
-        el.removeAttribute(attr.name);
-      }
+/** Resolve after the next frame (or after 100 ms where frames are not running: hidden tab). */
+function afterFrame() {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = () => { if (!done) { done = true; resolve(undefined); } };
+    requestAnimationFrame(() => setTimeout(finish, 0));
+    setTimeout(finish, 100);
+  });
+}
+
+/**
+ * One <g> (node, edge or cluster) from a draw-list item, shaped like Graphviz's own SVG
+ * (`g.node#n3 > title, polygon|path|ellipse, text`) so CSS highlight rules apply.
+ * @param {import("./xdot.js").Item} item
+ * @param {(dotId: string) => string} tooltip
+ */
+export function buildItem(item, tooltip) {
+  const g = document.createElementNS(SVG_NS, "g");
+  g.setAttribute("id", item.id);
+  g.setAttribute("class", item.k);
+  const title = document.createElementNS(SVG_NS, "title");
+  title.textContent = tooltip(item.id);
+  g.append(title);
+  for (const s of item.s) {
+    const el = document.createElementNS(SVG_NS, s.e);
+    if (s.e === "polygon") el.setAttribute("points", s.p || "");
+    else if (s.e === "path") el.setAttribute("d", s.d || "");
+    else if (s.c) {
+      el.setAttribute("cx", String(s.c[0])); el.setAttribute("cy", String(s.c[1]));
+      el.setAttribute("rx", String(s.c[2])); el.setAttribute("ry", String(s.c[3]));
     }
+    el.setAttribute("fill", s.f || "none");
+    el.setAttribute("stroke", s.s);
+    if (s.w) el.setAttribute("stroke-width", String(s.w));
+    if (s.a) el.setAttribute("stroke-dasharray", s.a);
+    g.append(el);
   }
+  for (const t of item.t) {
+    const el = document.createElementNS(SVG_NS, "text");
+    el.setAttribute("x", String(t.x));
+    el.setAttribute("y", String(t.y));
+    el.setAttribute("text-anchor", t.a);
+    el.setAttribute("font-family", `${t.f},sans-serif`);
+    el.setAttribute("font-size", String(t.z));
+    if (t.c !== "#000000") el.setAttribute("fill", t.c);
+    el.textContent = t.v;
+    g.append(el);
+  }
+  return g;
 }
 
 export class GraphView {
@@ -60,57 +97,50 @@ export class GraphView {
   }
 
   /**
-   * Mount an SVG produced by Graphviz.
-   * @param {string} text
+   * Build the SVG for a layout draw list (./xdot.js) in slices of at most `budgetMs` of work,
+   * yielding to the event loop (after a frame) between slices, so the UI thread never blocks
+   * for long. The new SVG is built hidden on top of the old one and swapped in at the end.
+   * Elements are created directly (no markup parsing); user text only ever goes through
+   * `textContent`. Resolves to false when `isCurrent()` turns false (a newer layout started).
+   * @param {{width: number, height: number, count: number, chunks: string[]}} layout
    * @param {(dotId: string) => string} tooltip  plain text for each element's <title>
+   * @param {{isCurrent?: () => boolean, budgetMs?: number}} [control]
    */
-  setSvg(text, tooltip) {
-    this.mount(this.parse(text), tooltip);
-    this.setTitles(tooltip, 0, Infinity);
-  }
-
-  /** Parse (and sanitise) Graphviz SVG text into an element owned by this document. */
-  parse(/** @type {string} */ text) {
-    const doc = new DOMParser().parseFromString(text, "image/svg+xml");
-    const parsed = doc.documentElement;
-    if (!parsed || parsed.nodeName !== "svg") throw new Error("layout produced no SVG");
-    sanitizeSvg(parsed);
-    return /** @type {SVGSVGElement} */ (document.adoptNode(parsed));
-  }
-
-  /**
-   * Mount a parsed SVG: parse, mount and titles are separate steps so the caller can yield
-   * to the event loop between them (no single long task on large graphs).
-   * @param {SVGSVGElement} svg
-   * @param {(dotId: string) => string} tooltip
-   */
-  mount(svg, tooltip) {
-    const [x, y, w, h] = (svg.getAttribute("viewBox") || "0 0 100 100").split(/[ ,]+/).map(Number);
-    this.base = { x, y, w: Math.max(w, 1), h: Math.max(h, 1) };
-    svg.removeAttribute("width");
-    svg.removeAttribute("height");
+  async build(layout, tooltip, control = {}) {
+    const isCurrent = control.isCurrent || (() => true);
+    const budget = control.budgetMs ?? 8;
+    const svg = /** @type {SVGSVGElement} */ (document.createElementNS(SVG_NS, "svg"));
+    svg.setAttribute("class", "etp-graph etp-building");
+    svg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
-    svg.classList.add("etp-graph");
-    this.elements.clear();
-    for (const el of svg.querySelectorAll("g.node, g.edge, g.cluster")) this.elements.set(el.id, el);
-    this.tooltip = tooltip;
-    if (this.svg) this.svg.replaceWith(svg);
-    else this.container.append(svg);
+    const root = document.createElementNS(SVG_NS, "g");
+    root.setAttribute("class", "graph");
+    svg.append(root);
+    this.container.append(svg);
+    /** @type {Map<string, Element>} */
+    const elements = new Map();
+    let sliceStart = performance.now();
+    for (const chunk of layout.chunks) {
+      const items = JSON.parse(chunk);
+      for (const item of items) {
+        root.append(buildItem(item, tooltip));
+        elements.set(item.id, /** @type {Element} */ (root.lastChild));
+        if (performance.now() - sliceStart > budget) {
+          await afterFrame();
+          if (!isCurrent()) { svg.remove(); return false; }
+          sliceStart = performance.now();
+        }
+      }
+    }
+    if (!isCurrent()) { svg.remove(); return false; }
+    this.base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
+    this.elements = elements;
+    if (this.svg) this.svg.remove();
+    svg.classList.remove("etp-building");
     this.svg = svg;
     this.highlighted = [];
     this.fit();
-  }
-
-  /** Replace Graphviz's <title>s (DOT names) by tooltips for elements [start, end). */
-  setTitles(/** @type {(dotId: string) => string} */ tooltip, start = 0, end = Infinity) {
-    let i = 0;
-    for (const [id, el] of this.elements) {
-      if (i >= end) break;
-      if (i++ < start) continue;
-      const title = el.firstElementChild;
-      if (title && title.nodeName === "title") title.textContent = tooltip(id);
-    }
-    return i;
+    return true;
   }
 
   fit() {

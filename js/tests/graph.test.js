@@ -4,68 +4,121 @@ import { indexViewModel, visibleGraph, toDot, layoutKey, expandedToShow, initial
 import { highlightSets, highlightDotIds } from "../src/highlight.js";
 import { search } from "../src/search.js";
 import { escapeDot, escapeHtml } from "../src/escape.js";
-import { loadFixture, FIXTURES } from "./helpers.js";
+import { loadReal, REAL, needsReal } from "./helpers.js";
 
-test("collapsed sub-jaxpr clusters become one node; expanding shows their equations", () => {
-  const index = indexViewModel(loadFixture("two_layer_rnn"));
-  const collapsed = visibleGraph(index, []);
-  assert.equal(collapsed.nodeToDot.get("e2"), collapsed.nodeToDot.get("e2/0"));
-  assert.match(collapsed.nodeToDot.get("e2"), /^k/);
-  assert.equal(collapsed.clusterToDot.get("c:e2"), collapsed.nodeToDot.get("e2"));
-  const open = visibleGraph(index, ["c:e2"]);
-  assert.notEqual(open.nodeToDot.get("e2"), open.nodeToDot.get("e2/0"));
-  assert.equal(open.nodeCount, collapsed.nodeCount + 1);
-  // param nodes are badges, not nodes, unless asked for
-  assert.ok(!collapsed.nodeToDot.has("p:rnn1.W.weight"));
-  assert.ok(visibleGraph(index, [], { show_params: true }).nodeToDot.has("p:rnn1.W.weight"));
-});
+/** Every id a view model references, by where it is referenced. */
+function referencedIds(vm) {
+  const refs = [];
+  const add = (where, ids, kind) => { for (const id of ids || []) refs.push([where, id, kind]); };
+  for (const e of vm.edges) add(`edge ${e.id}`, [e.source, e.target], "node");
+  for (const n of vm.nodes) add(`node ${n.id}`, [n.cluster, n.subcluster].filter(Boolean), "cluster");
+  for (const c of vm.clusters) add(`cluster ${c.id}`, [c.parent].filter(Boolean), "cluster");
+  for (const w of vm.weights) {
+    add(`weight ${w.path}`, [...w.node_ids, ...w.path_nodes, ...w.boundary_nodes], "node");
+    add(`weight ${w.path}`, w.path_edges, "edge");
+  }
+  for (const g of vm.groups) {
+    add(`group ${g.index}`, g.transition_nodes, "node");
+    add(`group ${g.index}`, g.transition_edges, "edge");
+    add(`group ${g.index}`, [g.cluster].filter(Boolean), "cluster");
+  }
+  for (const r of vm.relations) {
+    add(`relation ${r.id}`, [r.node, ...r.slice_nodes], "node");
+    add(`relation ${r.id}`, r.slice_edges, "edge");
+  }
+  for (const r of vm.readouts) { add("readout", r.path_nodes, "node"); add("readout", r.path_edges, "edge"); }
+  for (const p of vm.perturbations) add("perturbation", [p.node, p.perturb_node].filter(Boolean), "node");
+  for (const d of vm.diagnostics) add(`diagnostic ${d.index}`, d.node_ids, "node");
+  return refs;
+}
 
-test("edges into a collapsed cluster are remapped, deduplicated, and self-loops dropped", () => {
-  const index = indexViewModel(loadFixture("stacked_2000"));
-  const graph = visibleGraph(index, []);
-  const pairs = new Set(graph.edges.map((e) => `${e.source}>${e.target}`));
-  assert.equal(pairs.size, graph.edges.length);
-  assert.ok(graph.edges.every((e) => e.source !== e.target));
-  // ~2,000 equations collapse to a small top level: 40 layers + hidden states + io
-  assert.ok(graph.nodeCount < 200, `top level has ${graph.nodeCount} nodes`);
-  const one = visibleGraph(index, ["c:e0"]);
-  assert.ok(one.nodeCount > graph.nodeCount + 40 && one.nodeCount < graph.nodeCount + 60);
-  const nested = visibleGraph(index, ["c:e0", "c:e0/10"]);
-  assert.equal(nested.nodeCount, one.nodeCount + 2);
-  // a nested cluster without its parent expanded stays hidden
-  assert.equal(visibleGraph(index, ["c:e0/10"]).nodeCount, graph.nodeCount);
-});
-
-test("every fixture gives valid-looking DOT with generated names only", () => {
-  for (const name of FIXTURES) {
-    const vm = loadFixture(name);
+test("real view models: every referenced id resolves, also after the viewer adds modules", needsReal, () => {
+  for (const name of REAL) {
+    const vm = loadReal(name);
     const index = indexViewModel(vm);
-    const graph = visibleGraph(index, initialExpanded(vm));
-    const { dot, large } = toDot(index, graph);
-    assert.ok(dot.startsWith("digraph G {") && dot.trimEnd().endsWith("}"), name);
-    assert.equal((dot.match(/\{/g) || []).length, (dot.match(/\}/g) || []).length, `${name}: balanced braces`);
-    for (const item of graph.items) assert.ok(dot.includes(`${item.dotId} [id="${item.dotId}"`), `${name}: ${item.dotId}`);
-    assert.equal(large, graph.nodeCount > 150);
+    const known = { node: index.nodes, edge: index.edges, cluster: index.clusters };
+    for (const [where, id, kind] of referencedIds(index.vm)) {
+      assert.ok(known[kind].has(id), `${name}: ${where} -> unknown ${kind} ${id}`);
+    }
+    // the viewer-made module tree only re-parents: every original node and cluster is kept
+    for (const n of vm.nodes) assert.ok(index.nodes.has(n.id));
+    for (const c of vm.clusters) assert.ok(index.clusters.has(c.id));
   }
 });
 
-test("large graphs get bounded layout options", () => {
-  const index = indexViewModel(loadFixture("stacked_2000"));
-  const all = [...index.clusters.values()].filter((c) => c.kind === "subjaxpr").map((c) => c.id);
-  const { dot, large } = toDot(index, visibleGraph(index, all));
-  assert.ok(large);
-  for (const attr of ['nslimit="1"', 'mclimit="0.1"', 'splines="line"']) assert.ok(dot.includes(attr), attr);
-  const small = toDot(index, visibleGraph(index, [])).dot;
-  assert.ok(!small.includes("nslimit"));
+test("sub-jaxprs: the owner equation is the collapsed cluster's entry; branches only open with it", needsReal, () => {
+  const index = indexViewModel(loadReal("subjaxprs"));
+  const collapsed = visibleGraph(index, []);
+  // owner e5 (cond) and everything inside its branches are one collapsed node
+  assert.match(collapsed.nodeToDot.get("e5"), /^k/);
+  for (const id of ["e5.0/0", "e5.1/1", "e5.1/0/1"]) assert.equal(collapsed.nodeToDot.get(id), collapsed.nodeToDot.get("e5"));
+  assert.equal(collapsed.clusterToDot.get("c:e5"), collapsed.nodeToDot.get("e5"));
+  // a branch cluster is not collapsible by itself: expanding it alone changes nothing
+  assert.equal(visibleGraph(index, ["c:e5.1"]).nodeCount, collapsed.nodeCount);
+  const open = visibleGraph(index, ["c:e5"]);
+  assert.match(open.nodeToDot.get("e5"), /^n/);
+  assert.match(open.clusterToDot.get("c:e5.0"), /^s/);
+  assert.match(open.clusterToDot.get("c:e5.1"), /^s/);
+  // the custom_jvp inside branch 1 stays collapsed until expanded
+  assert.match(open.nodeToDot.get("e5.1/0/0"), /^k/);
+  assert.match(visibleGraph(index, ["c:e5", "c:e5.1/0"]).nodeToDot.get("e5.1/0/0"), /^n/);
+  assert.deepEqual(expandedToShow(index, "e5.1/0/1", []).sort(), ["c:e5", "c:e5.1/0"]);
+  // edges: no self loops, no duplicate pairs
+  for (const g of [collapsed, open]) {
+    assert.equal(new Set(g.edges.map((e) => `${e.source}>${e.target}`)).size, g.edges.length);
+    assert.ok(g.edges.every((e) => e.source !== e.target));
+  }
+  assert.match(tooltipFor(index, collapsed, collapsed.clusterToDot.get("c:e5")), /click to expand/);
 });
 
-test("user strings are escaped in DOT (quotes, backslashes, newlines, markup)", () => {
+test("the ~2,000-equation model opens as a small level of module ranges", needsReal, () => {
+  const vm = loadReal("stacked_2000");
+  assert.ok(vm.nodes.filter((n) => n.kind === "eqn").length > 1500);
+  const index = indexViewModel(vm);
+  const top = visibleGraph(index, initialExpanded(index.vm));
+  assert.ok(top.nodeCount < 40, `top level has ${top.nodeCount} nodes`);
+  const modules = [...index.clusters.values()].filter((c) => c.kind === "module");
+  assert.ok(modules.length > 100);
+  // a weight's layer: expanding to show it opens its range and its module only
+  const expanded = expandedToShow(index, "h:layers.50.h:out", []);
+  assert.equal(expanded.length, 2);
+  assert.ok(expanded.includes("m:layers.50"));
+  const level = visibleGraph(index, expanded);
+  assert.ok(level.nodeCount < top.nodeCount + 80, `${level.nodeCount}`);
+  assert.match(level.nodeToDot.get("h:layers.50.h:out"), /^n/);
+  // the group cluster of layer 50 nests in the layer's module
+  assert.equal(index.clusters.get(vm.nodes.find((n) => n.id === "h:layers.50.h:out").cluster).parent, "m:layers.50");
+  const { dot, large } = toDot(index, visibleGraph(index, modules.map((c) => c.id)));
+  assert.ok(large);
+  for (const attr of ['nslimit="1"', 'mclimit="0.1"', 'splines="line"']) assert.ok(dot.includes(attr), attr);
+  assert.ok(!toDot(index, top).dot.includes("nslimit"));
+  // a diagnostic's nodes inside collapsed modules land on the collapsed module node
+  const classes = highlightDotIds(highlightSets(index, { kind: "weight", id: "layers.48.Wz.weight" }), top);
+  assert.ok([...classes.keys()].some((id) => id.startsWith("k")));
+});
+
+test("small real models stay flat (no viewer modules) and give DOT with generated names", needsReal, () => {
+  for (const name of ["two_layer_rnn", "gru", "lstm", "subjaxprs"]) {
+    const vm = loadReal(name);
+    const index = indexViewModel(vm);
+    assert.ok(![...index.clusters.values()].some((c) => c.kind === "module"), name);
+    const graph = visibleGraph(index, initialExpanded(vm));
+    const { dot } = toDot(index, graph);
+    assert.equal((dot.match(/\{/g) || []).length, (dot.match(/\}/g) || []).length, `${name}: balanced braces`);
+    for (const item of graph.items) assert.ok(dot.includes(`${item.dotId} [id="${item.dotId}"`), `${name}: ${item.dotId}`);
+    // unconnected parameter nodes are hidden
+    assert.ok(![...graph.nodeToDot.keys()].some((id) => id.startsWith("p:")), name);
+  }
+});
+
+test("user strings are escaped in DOT (quotes, backslashes, newlines, markup)", needsReal, () => {
   assert.equal(escapeDot('a"b\\c\nd'), 'a\\"b\\\\c\\nd');
   assert.equal(escapeHtml(`<script>"'&`), "&lt;script&gt;&quot;&#39;&amp;");
-  const vm = loadFixture("gru");
+  const vm = loadReal("gru");
   const evil = `x"];evil[label="\\N<script>alert(1)</script>`;
-  vm.nodes[0].label = evil;
-  vm.nodes[0].hidden_path = evil;
+  const node = vm.nodes.find((n) => n.kind === "hidden_in");
+  node.label = evil;
+  node.hidden_path = evil;
   const index = indexViewModel(vm);
   const { dot } = toDot(index, visibleGraph(index, []));
   assert.ok(!dot.includes('x"];evil'), "a quote must not close the label");
@@ -79,63 +132,65 @@ test("layout cache key depends on the expansion set, not its order", () => {
   assert.notEqual(layoutKey(["a"], { rankdir: "LR" }), layoutKey(["a"]));
 });
 
-test("GRU: highlighting Wr marks its path and the blocking Wh op", () => {
-  const index = indexViewModel(loadFixture("gru"));
-  const sets = highlightSets(index, { kind: "weight", id: "gru.Wr.weight" });
-  assert.equal(sets.nodes.get("e7"), "hl-boundary");
-  assert.equal(sets.nodes.get("e3"), "hl-selected");
-  assert.equal(sets.nodes.get("e5"), "hl-path");
-  assert.ok([...sets.edges.values()].every((c) => c === "hl-path"));
+test("GRU: Wr highlights its path to the boundary (the Wh op) and carries a fix", needsReal, () => {
+  const index = indexViewModel(loadReal("gru"));
+  const w = index.weights.get("Wr.weight");
+  assert.equal(w.status, "not_learned");
+  assert.match(w.fix, /BPTT/);
+  const sets = highlightSets(index, { kind: "weight", id: "Wr.weight" });
+  const wh = index.weights.get("Wh.weight").node_ids.find((id) => !id.startsWith("p:"));
+  assert.deepEqual(w.boundary_nodes, [wh]);
+  assert.equal(sets.nodes.get(wh), "hl-boundary");
+  assert.equal(w.path_nodes[w.path_nodes.length - 1], wh);
   const graph = visibleGraph(index, []);
   const classes = highlightDotIds(sets, graph);
-  assert.equal(classes.get(graph.nodeToDot.get("e7")), "hl-boundary");
-  assert.equal(classes.get(graph.edgeToDot.get(index.weights.get("gru.Wr.weight").path_edges[0])), "hl-path");
+  assert.equal(classes.get(graph.nodeToDot.get(wh)), "hl-boundary");
+  for (const id of w.path_nodes.slice(1, -1)) assert.equal(classes.get(graph.nodeToDot.get(id)), "hl-path", id);
+  for (const id of w.path_edges) assert.equal(classes.get(graph.edgeToDot.get(id)), "hl-path", id);
 });
 
-test("LSTM: the merged group highlights its cluster and both states' transition", () => {
-  const index = indexViewModel(loadFixture("lstm"));
+test("LSTM: one merged group of h and c; its cluster and transition highlight", needsReal, () => {
+  const index = indexViewModel(loadReal("lstm"));
+  assert.equal(index.groups.size, 1);
+  assert.deepEqual([...index.groups.values()][0].hidden_paths.sort(), ["c", "h"]);
   const sets = highlightSets(index, { kind: "group", id: "0" });
   assert.equal(sets.clusters.get("g0"), "hl-cluster");
-  assert.equal(sets.nodes.get("h:lstm.c:out"), "hl-transition");
-  assert.equal(sets.nodes.get("h:lstm.h:out"), "hl-transition");
+  assert.equal(sets.nodes.get("h:c:out"), "hl-transition");
+  assert.equal(sets.nodes.get("h:h:out"), "hl-transition");
   const graph = visibleGraph(index, []);
-  assert.match(highlightDotIds(sets, graph).keys().next().value, /^[nsx]/);
+  const classes = highlightDotIds(sets, graph);
+  assert.equal(classes.get(graph.clusterToDot.get("g0")), "hl-cluster");
+  assert.ok(sets.edges.size > 0 && [...sets.edges.keys()].every((id) => classes.has(graph.edgeToDot.get(id))));
 });
 
-test("highlights of hidden nodes land on the collapsed cluster that holds them", () => {
-  const index = indexViewModel(loadFixture("stacked_2000"));
-  const graph = visibleGraph(index, []);
-  const classes = highlightDotIds(highlightSets(index, { kind: "weight", id: "layers.3.cell.W.weight" }), graph);
-  assert.ok(classes.has(graph.clusterToDot.get("c:e3")));
-  assert.deepEqual(expandedToShow(index, "e3/10/1", []).sort(), ["c:e3", "c:e3/10"]);
-});
-
-test("unknown selections highlight nothing", () => {
-  const index = indexViewModel(loadFixture("gru"));
+test("unknown selections highlight nothing", needsReal, () => {
+  const index = indexViewModel(loadReal("gru"));
   for (const sel of [null, {}, { kind: "weight", id: "nope" }, { kind: "bogus", id: "e1" }]) {
     const sets = highlightSets(index, sel);
     assert.equal(sets.nodes.size + sets.edges.size + sets.clusters.size, 0);
   }
 });
 
-test("search matches primitives, var names, weight and state paths; bad regex throws", () => {
-  const index = indexViewModel(loadFixture("gru"));
+test("search matches primitives, var names, weight and state paths; bad regex throws", needsReal, () => {
+  const index = indexViewModel(loadReal("gru"));
   const kinds = (q) => new Set(search(index, q).map((r) => r.kind));
   assert.ok(kinds("Wr").has("weight"));
-  assert.ok(search(index, "^etp_mv$").filter((r) => r.kind === "node").length === 3);
-  assert.ok(kinds("gru\\.h").has("group"));
-  assert.ok(search(index, "^xrh$").length === 0);
-  assert.ok(search(index, "^h$").some((r) => r.kind === "edge"));
+  assert.equal(search(index, "^etp_mv$").filter((r) => r.kind === "node").length, 3);
+  assert.ok(kinds("^h$").has("group"));
+  assert.ok(search(index, "^zzz$").length === 0);
+  const edge = index.vm.edges.find((e) => e.var);
+  assert.ok(search(index, `^${edge.var}$`).some((r) => r.kind === "edge"));
   assert.throws(() => search(index, "("), SyntaxError);
-  assert.equal(search(indexViewModel(loadFixture("stacked_2000")), ".", 50).length, 50);
+  assert.equal(search(indexViewModel(loadReal("stacked_2000")), ".", 50).length, 50);
 });
 
-test("tooltips carry avals and var shapes", () => {
-  const index = indexViewModel(loadFixture("two_layer_rnn"));
+test("tooltips carry avals and var shapes", needsReal, () => {
+  const index = indexViewModel(loadReal("two_layer_rnn"));
   const graph = visibleGraph(index, []);
-  assert.match(tooltipFor(index, graph, graph.nodeToDot.get("e1")), /f32\[48,32\]/);
-  assert.match(tooltipFor(index, graph, graph.edgeToDot.get("v2")), /c: f32\[48\]/);
-  assert.match(tooltipFor(index, graph, graph.clusterToDot.get("c:e2")), /click to expand/);
+  const etp = index.weights.get("rnn1.W.weight").node_ids.find((id) => !id.startsWith("p:"));
+  assert.match(tooltipFor(index, graph, graph.nodeToDot.get(etp)), /etp_mv[\s\S]*f32\[/);
+  const edge = index.vm.edges.find((e) => graph.edgeToDot.has(e.id));
+  assert.ok(tooltipFor(index, graph, graph.edgeToDot.get(edge.id)).includes(`${edge.var}: ${edge.aval}`));
 });
 
 test("a malformed view model is rejected with a message", () => {
