@@ -49,10 +49,11 @@ def test_relation_tail_jacobian_matches_whole_step(name, x64):
             continue  # the indirect part is deliberately not in the tail
         y0 = res.ys[i]
         for k, group in enumerate(rel.hidden_groups):
-            tail = jax.jacfwd(lambda y: rel.y_to_hidden_groups(y, res.relation_consts[i])[k])(y0)
+            consts = res.relation_consts[i]
+            tail = jax.jacfwd(lambda y, r=rel, c=consts, k=k: r.y_to_hidden_groups(y, c)[k])(y0)
 
-            def oracle(dy, group=group):
-                env = _whole_step(minfo, flat, {rel.y_var: lambda v: v + dy})
+            def oracle(dy, group=group, y_var=rel.y_var):
+                env = _whole_step(minfo, flat, {y_var: lambda v: v + dy})
                 return group.concat_hidden([env.get(h, h) for h in group.hidden_outvars])
 
             expected = jax.jacfwd(oracle)(jnp.zeros_like(y0))
@@ -67,9 +68,8 @@ def test_diagonal_jacobian_is_the_position_diagonal_of_the_transition(name, x64)
     for g, group in enumerate(graph.hidden_groups):
         prev = [jnp.asarray(v) + 0.3 for v in res.hidden_prev[g]]
         diag = group.diagonal_jacobian(prev, res.group_consts[g])
-        step = lambda h: group.concat_hidden(
-            group.transition(group.split_hidden(h), res.group_consts[g])
-        )
+        consts = res.group_consts[g]
+        step = lambda h, gr=group, c=consts: gr.concat_hidden(gr.transition(gr.split_hidden(h), c))
         full = jax.jacfwd(step)(group.concat_hidden(prev))
         n, s = int(np.prod(group.varshape)), group.num_state
         full = np.asarray(full).reshape(n, s, n, s)
