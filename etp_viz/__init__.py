@@ -27,6 +27,27 @@ from .ops import sparse_matmul as sparse_matmul
 # The layers are public as the namespace `etp_viz.nn` (`from . import nn` above: isort puts
 # `.nn` before `.ops` in one import block).
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
+from .compiler import CompilationRecord as CompilationRecord
+from .compiler import DiagnosticKind as DiagnosticKind
+from .compiler import DiagnosticLevel as DiagnosticLevel
+from .compiler import ETraceGraph as ETraceGraph
+from .compiler import HiddenGroup as HiddenGroup
+from .compiler import HiddenParamOpRelation as HiddenParamOpRelation
+from .compiler import HiddenPerturbation as HiddenPerturbation
+from .compiler import ModuleInfo as ModuleInfo
+from .compiler import PathClassification as PathClassification
+from .compiler import add_hidden_perturbation_from_minfo as add_hidden_perturbation_from_minfo
+from .compiler import add_hidden_perturbation_in_module as add_hidden_perturbation_in_module
+from .compiler import compile_etrace_graph as compile_etrace_graph
+from .compiler import extract_module_info as extract_module_info
+from .compiler import find_hidden_groups_from_minfo as find_hidden_groups_from_minfo
+from .compiler import find_hidden_groups_from_module as find_hidden_groups_from_module
+from .compiler import (
+    find_hidden_param_op_relations_from_minfo as find_hidden_param_op_relations_from_minfo,
+)
+from .compiler import (
+    find_hidden_param_op_relations_from_module as find_hidden_param_op_relations_from_module,
+)
 # --- learn (etp_viz.learn) ---------------------------------------------------------------
 from .learn import D_RTRL as D_RTRL
 from .learn import ES_D_RTRL as ES_D_RTRL
