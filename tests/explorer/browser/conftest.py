@@ -20,7 +20,8 @@ import pytest
 from etp_viz.explorer.export import MOCK_MODEL_JS
 from etp_viz.explorer.widget import BUNDLE, Explorer
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+from .real_view_models import real_view_model
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -53,8 +54,9 @@ window.etpReady = true;
 )
 
 
-def load_fixture(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+def load_real(name: str) -> dict:
+    """A fresh copy of a real view model (tests/explorer/browser/real_view_models.py)."""
+    return json.loads(json.dumps(real_view_model(name)))
 
 
 def chromium_path() -> str:

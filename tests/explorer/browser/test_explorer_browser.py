@@ -8,7 +8,7 @@ import pytest
 
 from etp_viz.explorer.widget import Explorer
 
-from .conftest import load_fixture
+from .conftest import load_real
 
 pytestmark = pytest.mark.browser
 RENDERED = "document.querySelectorAll('.etp-graph-pane svg g.node').length > 0"
@@ -44,67 +44,114 @@ def node_ids_with_class(page, cls):
     )
 
 
-@pytest.mark.parametrize("name", ["two_layer_rnn", "gru", "lstm", "stacked_2000"])
-def test_fixture_renders(harness, name, tmp_path):
-    page = harness(Explorer(load_fixture(name)), name)
-    wait_rendered(page)
+def vm_ids(page, cls):
+    """View-model ids (nodes, edges, clusters) drawn with a highlight class."""
+    return node_ids_with_class(page, cls)
+
+
+def assert_references_resolve(page):
+    """Every id the page's view model references exists (checked in the page's own index)."""
+    missing = page.page.evaluate(
+        """() => { const ix = window.etpEl.etpExplorer.index; const vm = ix.vm; const bad = [];
+          const chk = (ids, map, where) => { for (const id of ids || [])
+            if (id != null && !map.has(id)) bad.push(`${where}: ${id}`); };
+          for (const e of vm.edges) chk([e.source, e.target], ix.nodes, `edge ${e.id}`);
+          for (const n of vm.nodes) chk([n.cluster, n.subcluster], ix.clusters, `node ${n.id}`);
+          for (const w of vm.weights) { chk([...w.node_ids, ...w.path_nodes, ...w.boundary_nodes],
+            ix.nodes, w.path); chk(w.path_edges, ix.edges, w.path); }
+          for (const g of vm.groups) { chk(g.transition_nodes, ix.nodes, `group ${g.index}`);
+            chk(g.transition_edges, ix.edges, `group ${g.index}`);
+            chk([g.cluster], ix.clusters, "g"); }
+          for (const r of vm.relations) { chk([r.node, ...r.slice_nodes], ix.nodes, r.id);
+            chk(r.slice_edges, ix.edges, r.id); }
+          for (const d of vm.diagnostics) chk(d.node_ids, ix.nodes, `diagnostic ${d.index}`);
+          return bad; }"""
+    )
+    assert missing == [], missing[:20]
+
+
+def drawn_vm_ids(page):
+    """View-model ids of every drawn element (graph items are generated DOT ids)."""
+    return page.page.evaluate(
+        """() => { const app = window.etpEl.etpExplorer;
+          return [...document.querySelectorAll('svg.etp-graph g[id]')].map((g) => {
+            const ref = app.graph.dotToVm.get(g.id); return ref ? ref.id : null; }); }"""
+    )
+
+
+@pytest.mark.parametrize("name", ["two_layer_rnn", "gru", "lstm", "stacked_2000", "subjaxprs"])
+def test_real_model_renders(harness, name, tmp_path):
+    page = harness(Explorer(load_real(name)), name)
+    wait_rendered(page, timeout=60000)
     counts = page.page.evaluate(
         "[document.querySelectorAll('g.node').length, document.querySelectorAll('g.edge').length,"
         " document.querySelectorAll('[data-weight]').length]"
     )
-    assert counts[0] > 5 and counts[1] > 5 and counts[2] >= 1, counts
+    assert counts[0] > 5 and counts[1] > 5, counts
+    if name != "subjaxprs":
+        assert counts[2] >= 1, counts
+    drawn = drawn_vm_ids(page)
+    assert None not in drawn, "a drawn element maps to no view-model id"
+    assert_references_resolve(page)
     assert_screenshot_not_blank(page, tmp_path / f"{name}.png")
     assert_clean(page)
 
 
 def test_gru_click_wr_highlights_blocking_path(harness, tmp_path):
-    page = harness(Explorer(load_fixture("gru")), "gru_wr")
+    vm = load_real("gru")
+    wr = next(w for w in vm["weights"] if w["path"] == "Wr.weight")
+    wh = next(w for w in vm["weights"] if w["path"] == "Wh.weight")
+    wh_eqn = next(n for n in wh["node_ids"] if not n.startswith("p:"))
+    wr_eqn = next(n for n in wr["node_ids"] if not n.startswith("p:"))
+    page = harness(Explorer(vm), "gru_wr")
     wait_rendered(page)
-    page.page.click("[data-weight='gru.Wr.weight']")
+    page.page.click("[data-weight='Wr.weight']")
     page.page.wait_for_selector("g.hl-boundary")
-    assert node_ids_with_class(page, "hl-boundary") == ["e7"]
-    assert set(node_ids_with_class(page, "hl-path")) >= {"e4", "e5", "e6"}
-    assert node_ids_with_class(page, "hl-selected") == ["e3"]
+    assert vm_ids(page, "hl-boundary") == [wh_eqn] == wr["boundary_nodes"]
+    assert set(vm_ids(page, "hl-path")) >= set(wr["path_nodes"][1:-1]) | set(wr["path_edges"])
+    assert vm_ids(page, "hl-selected") == [wr_eqn]
     fix = page.page.text_content(".etp-fix")
-    assert "Suggested fix" in fix and "BPTT" in fix
+    assert "Suggested fix" in fix and "BPTT" in fix and wr["fix"] in fix
     state = page.page.evaluate("window.etpModel.state.selected")
-    assert state == {"kind": "weight", "id": "gru.Wr.weight"}
+    assert state == {"kind": "weight", "id": "Wr.weight"}
     assert_screenshot_not_blank(page, tmp_path / "gru_wr.png")
     assert_clean(page)
 
 
 def test_lstm_merged_group(harness):
-    page = harness(Explorer(load_fixture("lstm")), "lstm_group")
+    vm = load_real("lstm")
+    page = harness(Explorer(vm), "lstm_group")
     wait_rendered(page)
-    assert "lstm.h + lstm.c" in page.page.text_content("[data-group='0']")
+    assert "h + c" in page.page.text_content("[data-group='0']")
     page.page.click("[data-group='0']")
     page.page.wait_for_selector("g.hl-cluster")
-    transition = set(node_ids_with_class(page, "hl-transition"))
-    assert {"h:lstm.h:out", "h:lstm.c:out", "e9"} <= transition
-    assert node_ids_with_class(page, "hl-cluster") == ["g0"]
+    transition = set(vm_ids(page, "hl-transition"))
+    assert {"h:h:out", "h:c:out"} <= transition
+    assert set(vm["groups"][0]["transition_edges"]) <= transition
+    assert vm_ids(page, "hl-cluster") == ["g0"]
     assert_clean(page)
 
 
-def test_two_layer_rnn_expand_inspect_search(harness):
-    page = harness(Explorer(load_fixture("two_layer_rnn")), "rnn_clicks")
+def test_two_layer_rnn_inspect_search(harness):
+    vm = load_real("two_layer_rnn")
+    page = harness(Explorer(vm), "rnn_clicks")
     wait_rendered(page)
-    before = page.page.evaluate("document.querySelectorAll('g.node').length")
-    page.page.click("g.node[id^='k']")  # the collapsed custom_jvp_call (relu)
-    page.page.wait_for_function(f"document.querySelectorAll('g.node').length > {before}")
-    assert page.page.evaluate("window.etpModel.state.expanded") == ["c:e2"]
-    # click the etp_mv node of rnn1 in the graph -> inspector
-    dot_id = page.page.evaluate("window.etpEl.etpExplorer.graph.nodeToDot.get('e1')")
+    etp = next(n for n in vm["nodes"] if n.get("weight_path") == "rnn1.W.weight" and n["etp"])
+    dot_id = page.page.evaluate(f"window.etpEl.etpExplorer.graph.nodeToDot.get('{etp['id']}')")
     page.page.click(f"g#{dot_id}")
     inspector = page.page.text_content("[data-panel-body='inspector']")
-    assert "etp_mv" in inspector and "two_layer.py:22" in inspector and "f32[48,32]" in inspector
+    assert "etp_mv" in inspector and etp["in_avals"][1] in inspector
+    if etp.get("source"):
+        assert etp["source"] in inspector
+    assert page.page.evaluate("window.etpModel.state.selected") == {"kind": "node", "id": etp["id"]}
     # search, Enter jumps to the first result
+    rnn2 = next(n for n in vm["nodes"] if n.get("weight_path") == "rnn2.W.weight" and n["etp"])
     page.page.fill(".etp-search", "rnn2\\.W")
     page.page.press(".etp-search", "Enter")
     page.page.wait_for_selector("g.hl-selected")
-    assert node_ids_with_class(page, "hl-selected") == ["e4"]
+    assert rnn2["id"] in vm_ids(page, "hl-selected")
     page.page.fill(".etp-search", "(")
     assert "invalid regular expression" in page.page.text_content("[data-panel-body='search']")
-    # fit / zoom / export do not fail
     for action in ("zoom-in", "zoom-out", "fit"):
         page.page.click(f"[data-action='{action}']")
     svg = page.page.evaluate("window.etpEl.etpExplorer.exportSvg()")
@@ -112,35 +159,69 @@ def test_two_layer_rnn_expand_inspect_search(harness):
     assert_clean(page)
 
 
+def test_subjaxprs_expand_collapse(harness):
+    """Real sub-jaxpr clusters: the owner is the collapsed entry; a branch cluster has no
+    expand of its own; a nested custom_jvp expands inside the open cond."""
+    page = harness(Explorer(load_real("subjaxprs")), "subjaxprs")
+    wait_rendered(page)
+    dot = page.page.evaluate("window.etpEl.etpExplorer.graph.nodeToDot.get('e5')")
+    before = page.page.evaluate("document.querySelectorAll('g.node').length")
+    page.page.click(f"g#{dot}")
+    page.page.wait_for_function(f"document.querySelectorAll('g.node').length > {before}")
+    assert page.page.evaluate("window.etpModel.state.expanded") == ["c:e5"]
+    clusters = set(drawn_vm_ids(page))
+    assert {"c:e5", "c:e5.0", "c:e5.1", "e5", "e5.0/0"} <= clusters
+    # the branch cluster's inspector offers no expand/collapse of its own
+    branch = page.page.evaluate("window.etpEl.etpExplorer.graph.clusterToDot.get('c:e5.1')")
+    page.page.evaluate(f"window.etpEl.etpExplorer.onGraphClick('{branch}')")
+    assert page.page.query_selector("[data-panel-body='inspector'] button") is None
+    inner = page.page.evaluate("window.etpEl.etpExplorer.graph.nodeToDot.get('e5.1/0/0')")
+    assert inner.startswith("k")
+    page.page.click(f"g#{inner}")
+    page.page.wait_for_function(
+        "window.etpEl.etpExplorer.graph && window.etpEl.etpExplorer.graph.nodeToDot"
+        ".get('e5.1/0/0').startsWith('n')"
+    )
+    assert sorted(page.page.evaluate("window.etpModel.state.expanded")) == ["c:e5", "c:e5.1/0"]
+    page.page.click("[data-action='collapse-all']")
+    page.page.wait_for_function(
+        f"document.querySelectorAll('svg.etp-graph g.node').length === {before}"
+    )
+    assert_clean(page)
+
+
 def test_python_highlight_reaches_page(harness):
     """highlight_weight() in Python sets a trait; the page follows the trait."""
-    explorer = Explorer(load_fixture("gru"))
+    explorer = Explorer(load_real("gru"))
     page = harness(explorer, "py_highlight")
     wait_rendered(page)
-    explorer.highlight_weight("gru.Wr.weight")
+    explorer.highlight_weight("Wr.weight")
     page.page.evaluate(
         "(h) => window.etpModel.set('highlight', h)", explorer.frontend_state()["highlight"]
     )
     page.page.wait_for_selector("g.hl-boundary")
-    assert node_ids_with_class(page, "hl-boundary") == ["e7"]
+    assert len(vm_ids(page, "hl-boundary")) == 1
     assert_clean(page)
 
 
-def test_stacked_diagnostic_jumps_into_collapsed_layer(harness):
-    page = harness(Explorer(load_fixture("stacked_2000")), "stacked_diag")
-    wait_rendered(page)
+def test_stacked_diagnostic_jumps_into_collapsed_module(harness):
+    vm = load_real("stacked_2000")
+    diag = next(d for d in vm["diagnostics"] if d["kind"] == "relation_excluded_weight_to_weight")
+    page = harness(Explorer(vm), "stacked_diag")
+    wait_rendered(page, timeout=60000)
     page.page.click("details[data-panel='diagnostics'] > summary")
-    page.page.click("[data-diagnostic='5']")
+    page.page.click(f"[data-diagnostic='{diag['index']}']")
     page.page.wait_for_function(
-        "window.etpModel.state.expanded.includes('c:e5') && document.querySelector('g.hl-selected')"
+        "window.etpModel.state.expanded.length === 2 && document.querySelector('g.hl-selected')",
+        timeout=60000,
     )
-    assert node_ids_with_class(page, "hl-selected") == ["e5/2"]
+    assert set(diag["node_ids"]) <= set(vm_ids(page, "hl-selected"))
     assert_clean(page)
 
 
 def test_user_strings_cannot_inject(harness):
     evil = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">\'"'
-    vm = load_fixture("gru")
+    vm = load_real("gru")
     for n in vm["nodes"]:
         if n["id"] == "e3":
             n["params"]["name"] = evil
@@ -164,7 +245,7 @@ def test_user_strings_cannot_inject(harness):
 
 
 def test_errors_are_shown_not_fatal(harness):
-    explorer = Explorer(load_fixture("gru"))
+    explorer = Explorer(load_real("gru"))
     state = explorer.frontend_state()
     state["view_model"] = {"schema": 1, "title": "broken"}
     state["error"] = "ValueError: from python"
@@ -172,13 +253,13 @@ def test_errors_are_shown_not_fatal(harness):
     page.page.wait_for_selector(".etp-error:not([hidden])")
     assert "nodes" in page.page.text_content(".etp-error")
     # the widget is still alive: feed a good view model through the trait
-    page.page.evaluate("(vm) => window.etpModel.set('view_model', vm)", load_fixture("gru"))
+    page.page.evaluate("(vm) => window.etpModel.set('view_model', vm)", load_real("gru"))
     wait_rendered(page)
     assert page.errors == [] and page.aborted == []
 
 
 def test_requests_and_live_region(harness):
-    page = harness(Explorer(load_fixture("two_layer_rnn")), "live")
+    page = harness(Explorer(load_real("two_layer_rnn")), "live")
     wait_rendered(page)
     result = page.page.evaluate(
         "window.etpEl.etpExplorer.request('summary').then(() => 'ok', (e) => e.message)"
@@ -205,8 +286,8 @@ def test_requests_and_live_region(harness):
 
 
 def test_saved_html_opens_offline(open_page, bundle, tmp_path):
-    explorer = Explorer(load_fixture("gru"))
-    explorer.highlight_weight("gru.Wr.weight")
+    explorer = Explorer(load_real("gru"))
+    explorer.highlight_weight("Wr.weight")
     path = explorer.save_html(tmp_path / "gru.html")
     page = open_page(None)
     page.page.goto(path.as_uri())
