@@ -53,6 +53,7 @@ def triangle_surrogate_grad(x: jax.Array, gamma: float = 0.3, width: float = 1.0
 
 
 def _heaviside(x: jax.Array) -> jax.Array:
+    x = jnp.asarray(x)
     return (x > 0).astype(x.dtype)
 
 
@@ -89,12 +90,12 @@ def sigmoid_spike(x: jax.Array, alpha: float = 4.0) -> jax.Array:
     >>> float(jax.grad(sigmoid_spike)(0.0))  # alpha / 4 at the threshold
     1.0
     """
-    return _sigmoid_spike(x, float(alpha))
+    return _sigmoid_spike(jnp.asarray(x), float(alpha))
 
 
 def triangle_spike(x: jax.Array, gamma: float = 0.3, width: float = 1.0) -> jax.Array:
     """Heaviside spike ``x > 0`` whose derivative is :func:`triangle_surrogate_grad`."""
-    return _triangle_spike(x, float(gamma), float(width))
+    return _triangle_spike(jnp.asarray(x), float(gamma), float(width))
 
 
 #: Named spike functions accepted by the ``spike_fn`` argument of the neurons.
