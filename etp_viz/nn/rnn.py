@@ -14,7 +14,7 @@ cell                hidden groups                relations
 ValinaRNNCell       1 group, ``h`` (D = 0)       ``W``
 GRUCell             1 group, ``h``               ``Wz``, ``Wh`` (``Wr`` is weight→weight)
 LSTMCell            1 group of 2: ``h``, ``c``   ``Wi``, ``Wg``, ``Wf``, ``Wo``
-MGUCell             1 group, ``h``               ``Wf``, ``Wh``
+MGUCell             1 group, ``h``               ``Wf`` (partial path), ``Wh``
 MiniGRU             1 group, ``h`` (diagonal)    ``Wz``, ``Wh``
 LeakyRateReadout    1 group, ``r`` (diagonal)    ``W``
 ==================  ===========================  =========================================
