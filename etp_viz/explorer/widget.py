@@ -199,12 +199,13 @@ class Explorer(anywidget.AnyWidget):
         self.highlight = {}
 
     def expand(self, cluster_id: str) -> None:
-        self._check_id("cluster", cluster_id)
+        """Expand a ``subjaxpr`` cluster (a ``branch`` cluster opens with its owner only)."""
+        self._check_collapsible(cluster_id)
         if cluster_id not in self.expanded:
             self.expanded = [*self.expanded, cluster_id]
 
     def collapse(self, cluster_id: str) -> None:
-        self._check_id("cluster", cluster_id)
+        self._check_collapsible(cluster_id)
         self.expanded = [c for c in self.expanded if c != cluster_id]
 
     def push_live(self, name: str, values: Any, **meta: Any) -> None:
@@ -266,6 +267,18 @@ class Explorer(anywidget.AnyWidget):
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             shown = ", ".join(ids[:20]) + (" …" if len(ids) > 20 else "")
             raise KeyError(f"no {kind} {value!r} in this graph{hint} (known: {shown})")
+
+    def _check_collapsible(self, cluster_id: str) -> None:
+        self._check_id("cluster", cluster_id)
+        clusters = {c["id"]: c for c in (self.view_model or {}).get("clusters", [])}
+        kind = clusters[cluster_id].get("kind")
+        if kind != "subjaxpr":
+            parent = clusters[cluster_id].get("parent")
+            hint = f"; expand its owner {parent!r}" if kind == "branch" and parent else ""
+            raise ValueError(
+                f"cluster {cluster_id!r} is a {kind} cluster: only 'subjaxpr' clusters "
+                f"collapse and expand{hint}"
+            )
 
     def _expanded_to_show(self, node_id: str) -> list[str]:
         vm = self.view_model or {}

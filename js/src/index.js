@@ -13,8 +13,8 @@ import { indexViewModel, visibleGraph, toDot, layoutKey, expandedToShow, tooltip
 import { highlightSets, highlightDotIds } from "./highlight.js";
 import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
-import { GraphView } from "./view.js";
-import { legendPanel, weightsPanel, groupsPanel, diagnosticsPanel, inspectorPanel } from "./panels.js";
+import { GraphView, afterFrame } from "./view.js";
+import { legendPanel, weightsPanel, groupsPanel, diagnosticsPanel, inspectorPanel, markSelectedRows } from "./panels.js";
 import { LivePanels, decodeFloat32 } from "./live.js";
 
 /** @typedef {import("./types.js").Selection} Selection */
@@ -50,7 +50,7 @@ export class ExplorerApp {
     this.listen("change:expanded", () => this.relayout());
     this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
     this.listen("change:highlight", () => this.applyHighlight(true));
-    this.listen("change:selected", () => this.renderPanels());
+    this.listen("change:selected", () => this.renderPanels(false));
     this.listen("change:error", () => this.showPythonError());
     this.listen("change:live_panels", () => this.guard(() => this.live.setPanels(model.get("live_panels") || [])));
     this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
@@ -150,13 +150,19 @@ export class ExplorerApp {
     if (error) this.showError(error, "python");
   }
 
+  /** A new view model: index, panels and layout in separate tasks (no long UI task). */
   rebuild() {
-    this.guard(() => {
+    const generation = ++this.generation;
+    return this.guard(async () => {
       const vm = this.model.get("view_model");
       this.index = vm ? indexViewModel(vm) : null;
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
+      await afterFrame();
+      if (generation !== this.generation) return;
       if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
       this.renderPanels();
+      await afterFrame();
+      if (generation !== this.generation) return;
       return this.relayout();
     });
   }
@@ -210,14 +216,20 @@ export class ExplorerApp {
     if (centre && classes.size) this.view.center([...classes.keys()].filter((id) => !id.startsWith("x") && !id.startsWith("s")));
   }
 
-  renderPanels() {
+  /** Build the side panels (`full`, on a new view model) or only mark the selection. */
+  renderPanels(full = true) {
     const index = this.index;
     if (!index) return;
     const selected = this.model.get("selected") || {};
     const select = (/** @type {Selection} */ s) => this.guard(() => this.select(s, true));
-    fill(this.bodies.weights, [weightsPanel(index, selected, select)]);
-    fill(this.bodies.groups, [groupsPanel(index, selected, select)]);
-    fill(this.bodies.diagnostics, [diagnosticsPanel(index, selected, select)]);
+    if (full || this.panelsIndex !== index) {
+      this.panelsIndex = index;
+      fill(this.bodies.weights, [weightsPanel(index, selected, select)]);
+      fill(this.bodies.groups, [groupsPanel(index, selected, select)]);
+      fill(this.bodies.diagnostics, [diagnosticsPanel(index, selected, select)]);
+    } else {
+      markSelectedRows(index, selected, this.side);
+    }
     fill(this.bodies.inspector, [inspectorPanel(index, selected, {
       expanded: this.expanded(),
       expand: (id) => this.guard(() => this.setExpanded([...this.expanded(), id])),

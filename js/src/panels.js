@@ -46,11 +46,37 @@ export function weightsPanel(index, selected, select) {
       onclick: () => select({ kind: "weight", id: w.path }) },
     h("span", { class: `etp-status status-${w.status}` }, STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status),
     h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups),
-    active ? h("div", { class: "etp-detail" },
-      w.reason ? h("div", { class: "etp-reason" }, w.reason) : null,
-      w.fix ? h("div", { class: "etp-fix" }, h("b", {}, "Suggested fix: "), w.fix) : null) : null);
+    active ? weightDetail(w) : null);
   });
   return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no weights")]);
+}
+
+/** The reason and suggested fix shown under the selected weight's row. */
+export function weightDetail(/** @type {any} */ w) {
+  return h("div", { class: "etp-detail" },
+    w.reason ? h("div", { class: "etp-reason" }, w.reason) : null,
+    w.fix ? h("div", { class: "etp-fix" }, h("b", {}, "Suggested fix: "), w.fix) : null);
+}
+
+/**
+ * Mark the selected row in the already built weights/groups/diagnostics lists (a selection
+ * change must not rebuild hundreds of rows: that is a long style/layout task on big models).
+ * @param {Index} index
+ * @param {Selection} selected
+ * @param {Element} root  element holding the lists
+ */
+export function markSelectedRows(index, selected, root) {
+  for (const row of root.querySelectorAll(".etp-row.active")) row.classList.remove("active");
+  for (const detail of root.querySelectorAll(".etp-weight > .etp-detail")) detail.remove();
+  const kind = selected && selected.kind;
+  const id = selected && selected.id != null ? String(selected.id) : "";
+  const attr = { weight: "data-weight", group: "data-group", diagnostic: "data-diagnostic" }[/** @type {string} */ (kind)];
+  if (!attr) return;
+  for (const row of root.querySelectorAll(`[${attr}]`)) {
+    if (row.getAttribute(attr) !== id) continue;
+    row.classList.add("active");
+    if (kind === "weight" && index.weights.has(id)) row.append(weightDetail(index.weights.get(id)));
+  }
 }
 
 export function groupsPanel(/** @type {Index} */ index, /** @type {Selection} */ selected, /** @type {(s: Selection) => void} */ select) {

@@ -20,7 +20,7 @@ export const EXPORT_CSS = `
 `;
 
 /** Resolve after the next frame (or after 100 ms where frames are not running: hidden tab). */
-function afterFrame() {
+export function afterFrame() {
   return new Promise((resolve) => {
     let done = false;
     const finish = () => { if (!done) { done = true; resolve(undefined); } };

@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from etp_viz.explorer import export
 from etp_viz.explorer.widget import BUNDLE, DISPLAY_OPTIONS, Explorer, validate_options
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.explorer.browser.real_view_models import real_view_model
 
 
 def fixture(name):
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+    """A fresh copy of a real view model (build_view_model of the shared test models)."""
+    return json.loads(json.dumps(real_view_model(name)))
 
 
 def test_import_etp_viz_does_not_import_the_widget_stack():
@@ -58,10 +57,10 @@ def test_unknown_option_lists_the_valid_ones():
 
 def test_highlight_weight_and_select():
     ex = Explorer(fixture("gru"))
-    ex.highlight_weight("gru.Wr.weight")
-    assert ex.highlight == ex.selected == {"kind": "weight", "id": "gru.Wr.weight"}
-    with pytest.raises(KeyError, match="did you mean 'gru.Wr.weight'"):
-        ex.highlight_weight("gru.Wr.weigth")
+    ex.highlight_weight("Wr.weight")
+    assert ex.highlight == ex.selected == {"kind": "weight", "id": "Wr.weight"}
+    with pytest.raises(KeyError, match="did you mean 'Wr.weight'"):
+        ex.highlight_weight("Wr.weigth")
     ex.select(group=0)
     assert ex.highlight == {"kind": "group", "id": "0"}
     with pytest.raises(TypeError, match="exactly one of"):
@@ -71,13 +70,15 @@ def test_highlight_weight_and_select():
 
 
 def test_select_node_inside_collapsed_clusters_expands_them():
-    ex = Explorer(fixture("stacked_2000"))
-    ex.select(node="e3/10/1")
-    assert sorted(ex.expanded) == ["c:e3", "c:e3/10"]
-    ex.collapse("c:e3/10")
-    assert ex.expanded == ["c:e3"]
+    ex = Explorer(fixture("subjaxprs"))
+    ex.select(node="e5.1/0/1")
+    assert sorted(ex.expanded) == ["c:e5", "c:e5.1/0"]
+    ex.collapse("c:e5.1/0")
+    assert ex.expanded == ["c:e5"]
     with pytest.raises(KeyError):
         ex.expand("c:nope")
+    with pytest.raises(ValueError, match="branch cluster.*expand its owner 'c:e5'"):
+        ex.expand("c:e5.1")
 
 
 def test_requests_reply_with_id_and_error():
@@ -112,7 +113,7 @@ def test_mimebundle_has_text_summary_and_widget_view():
     data, _ = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
     text = data["text/plain"]
-    assert "not_learned gru.Wr.weight" in text and "fix:" in text
+    assert "not_learned Wr.weight" in text and "fix:" in text
     # a static SVG only with a `dot` executable (absent on most test machines)
     import shutil
 
@@ -122,7 +123,7 @@ def test_mimebundle_has_text_summary_and_widget_view():
 def test_to_dot_delegates_to_the_dot_module():
     pytest.importorskip("graphviz")
     ex = Explorer(fixture("gru"))
-    ex.highlight_weight("gru.Wr.weight")
+    ex.highlight_weight("Wr.weight")
     text = ex.to_dot()
     assert text.startswith("digraph") and "etp_mv" in text
 

@@ -57,7 +57,7 @@ def real_view_model(name: str) -> dict:
         # compile diagnostics (excluded weights) are expected here; the view model shows them
         warnings.simplefilter("ignore", UserWarning)
         graph = compile_etrace_graph(model, x)
-    return build_view_model(graph, title=name).to_json()
+    return build_view_model(graph).to_json()
 
 
 def write_real_view_models(directory: Path) -> Path:
