@@ -67,8 +67,14 @@ class PureModel:
         new_flat, y = _compat.stateful_function_call(self.function, flat, x)
         return dict(zip(self.paths, new_flat)), y
 
-    def run(self, values: dict, xs: Any) -> tuple[dict, Any]:
-        """Unrolled Python loop over the leading axis of ``xs``; outputs stacked on axis 0."""
+    def run(self, values: dict, xs: Any, unroll: bool = False) -> tuple[dict, Any]:
+        """Loop over the leading axis of ``xs``; outputs stacked on axis 0.
+
+        ``jax.lax.scan`` by default (one compiled step, cheap on CI); ``unroll=True`` is the
+        literal Python loop.
+        """
+        if not unroll:
+            return jax.lax.scan(lambda v, x: self.step(v, x), values, xs)
         ys = []
         for t in range(len(xs)):
             values, y = self.step(values, xs[t])
@@ -89,7 +95,8 @@ def bptt_gradients(
     loss_fn: Callable[[Any], Any],
     params: Sequence | None = None,
 ) -> dict:
-    """Backpropagation through time: ``jax.grad`` of ``loss_fn`` through the unrolled loop.
+    """Backpropagation through time: ``jax.grad`` of ``loss_fn`` through the loop over steps
+    (``jax.lax.scan`` of the traced step; jitted).
 
     Starts from the model's current state values and leaves them unchanged.
     """
@@ -100,7 +107,7 @@ def bptt_gradients(
         _, ys = pure.run({**values, **trainable}, xs)
         return loss_fn(ys)
 
-    return jax.grad(loss_of)(trainable)
+    return jax.jit(jax.grad(loss_of))(trainable)
 
 
 def rtrl_gradients(

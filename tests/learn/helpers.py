@@ -15,16 +15,20 @@ def sequence_loss(ys):
     return jnp.sum(ys**2)
 
 
-def online_gradients(alg, xs, loss=step_loss, jit=True):
-    """Sum over t of ``grad(loss(alg(x_t)))`` (one compiled step function, states carried)."""
+def online_gradients(alg, xs, loss=step_loss, jit=True, checkpoints=None):
+    """Sum over t of ``grad(loss(alg(x_t)))`` (one compiled step function, states carried).
+
+    With ``checkpoints``, returns ``{t: running sum after t steps}`` instead.
+    """
     grad_step = brainstate.transform.grad(lambda x: loss(alg(x)), alg.param_states)
     if jit:
         grad_step = brainstate.transform.jit(grad_step)
-    total = None
+    total, sums = None, {}
     for t in range(len(xs)):
         grads = dict(grad_step(xs[t]))
         total = grads if total is None else jax.tree.map(jnp.add, total, grads)
-    return total
+        sums[t + 1] = total
+    return total if checkpoints is None else {t: sums[t] for t in checkpoints}
 
 
 def multi_step_gradients(alg, xs, loss=sequence_loss):
