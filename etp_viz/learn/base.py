@@ -92,6 +92,8 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         self.vjp_method = vjp_method
         self.etrace = None
         self.count = None
+        self.step_data_record = None
+        self._step_data_summary = None
 
     # -- states ----------------------------------------------------------------------------
 
@@ -104,17 +106,57 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         self._single = make_single_step(self)
         self._multi = make_multi_step(self)
 
+    def record_step_data(self, summarize: Any) -> Any:
+        """Keep ``summarize(data)`` of every single step in :attr:`step_data_record`.
+
+        ``data`` is what the traces consume in that step: ``{"x": {relation: x},
+        "df": {(relation, group): D_f of shape (*varshape, S)}, "dh_dh": {group: D of shape
+        (*varshape, S, S)}, "weights": ..., "y": ...}`` (see
+        :meth:`~etp_viz.learn.ETraceGraphExecutor.step_data`). ``summarize`` must be traceable
+        and return a pytree of arrays (keep it small: it is stored every step); it is
+        evaluated under ``stop_gradient``. Call after :meth:`compile_graph`; ``None`` stops
+        recording. Returns the ``brainstate.ShortTermState`` holding the latest summary.
+
+        Examples
+        --------
+        >>> alg.record_step_data(lambda d: {g: D[..., 0, 0] for g, D in d["dh_dh"].items()})
+        ... # doctest: +SKIP
+        >>> alg(x); alg.step_data_record.value        # doctest: +SKIP
+        """
+        self._require_compiled()
+        self._step_data_summary = summarize
+        if summarize is None:
+            self.step_data_record = None
+        else:
+            from .vjp_step import StateLayout
+
+            ex, layout = self.graph_executor, StateLayout(self.graph_executor.plan)
+
+            def one_step() -> Any:
+                params, others = layout.read()
+                args = [jnp.zeros(s.shape, s.dtype) for s in jax.tree.leaves(ex.example_args)]
+                return summarize(ex.step_data(layout.assemble(args, params, others))[2])
+
+            shapes = jax.eval_shape(one_step)
+            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+            self.step_data_record = brainstate.ShortTermState(zeros)
+        self._single = make_single_step(self)
+        return self.step_data_record
+
     def reset_state(self, batch_size: int | None = None, **kwargs: Any) -> None:
         """Reset the model's states and zero the traces.
 
-        A ``batch_size`` different from the compiled one recompiles on zero inputs with that
-        batch size (the traces' shapes depend on it).
+        ``batch_size=None`` keeps the compiled batch size. A different ``batch_size`` recompiles
+        on zero inputs with that batch size (the traces' shapes depend on it).
         """
+        compiled_batch = _batch_of(self.graph_executor.example_args) if self.is_compiled else None
+        if batch_size is None:
+            batch_size = compiled_batch
         brainstate.nn.reset_all_states(self.model, batch_size, **kwargs)
         if not self.is_compiled:
             return
-        example = self.graph_executor.example_args
-        if batch_size is not None and _batch_of(example) not in (None, batch_size):
+        if batch_size != compiled_batch:
+            example = self.graph_executor.example_args
             zeros = jax.tree.map(lambda s: jnp.zeros((batch_size, *s.shape[1:]), s.dtype), example)
             self.compile_graph(*zeros)
             return

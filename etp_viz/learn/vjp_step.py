@@ -141,17 +141,20 @@ def make_single_step(alg: Any):
     layout = StateLayout(plan)
     num_out = plan.module_info.num_out_leaves
     out_treedef = plan.module_info.out_treedef
+    summarize = getattr(alg, "_step_data_summary", None)
 
     def run(params, others, traces, count, arg_leaves):
         invals = layout.assemble(arg_leaves, params, others)
         outs, new_states, data = ex.step_data(invals)
         new_traces = alg.update_traces(traces, data, count)
-        return outs, layout.others_of(new_states), new_traces
+        # Optional per-step record (``alg.record_step_data``): an output without a gradient.
+        record = jax.lax.stop_gradient(summarize(data)) if summarize is not None else None
+        return outs, layout.others_of(new_states), new_traces, record
 
     custom = jax.custom_vjp(run)
 
     def fwd(params, others, traces, count, arg_leaves):
-        outs, new_others, new_traces = run(params, others, traces, count, arg_leaves)
+        outs, new_others, new_traces, record = run(params, others, traces, count, arg_leaves)
         zeros_p = [jnp.zeros(v.aval.shape, v.aval.dtype) for v in plan.hidden_outvars]
 
         def readout(params, perturbations):
@@ -161,11 +164,11 @@ def make_single_step(alg: Any):
 
         (_, operands), vjp_fn = jax.vjp(readout, params, zeros_p)
         residuals = (vjp_fn, new_traces, operands, count, others, arg_leaves)
-        return (outs, new_others, new_traces), residuals
+        return (outs, new_others, new_traces, record), residuals
 
     def bwd(residuals, cotangents):
         vjp_fn, traces, operands, count, others, arg_leaves = residuals
-        out_cot, other_cot, _ = cotangents
+        out_cot, other_cot, _, _ = cotangents
         zero_ops = jax.tree.map(jnp.zeros_like, operands)
         bypass, p_cot = vjp_fn((list(out_cot), zero_ops))
         dl_dh = layout.signal_per_group(p_cot, list(other_cot))
@@ -185,12 +188,14 @@ def make_single_step(alg: Any):
     def step(args):
         params, others = layout.read()
         count = next_count(alg.count.value)
-        outs, new_others, new_traces = custom(
+        outs, new_others, new_traces, record = custom(
             params, others, alg.etrace.value, count, jax.tree.leaves(args)
         )
         layout.write_others(new_others)
         alg.etrace.value = new_traces
         alg.count.value = count
+        if record is not None:
+            alg.step_data_record.value = record
         return jax.tree.unflatten(out_treedef, outs)
 
     return step
