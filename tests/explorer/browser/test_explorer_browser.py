@@ -212,9 +212,14 @@ def test_stacked_diagnostic_jumps_into_collapsed_module(harness):
     page.page.click("details[data-panel='diagnostics'] > summary")
     page.page.click(f"[data-diagnostic='{diag['index']}']")
     page.page.wait_for_function(
-        "window.etpModel.state.expanded.length === 2 && document.querySelector('g.hl-selected')",
+        """(ids) => { const app = window.etpEl.etpExplorer; if (!app.graph) return false;
+          return ids.every((id) => {
+            const el = document.getElementById(app.graph.nodeToDot.get(id));
+            return el && el.id.startsWith('n') && el.classList.contains('hl-selected'); }); }""",
+        arg=diag["node_ids"],
         timeout=60000,
     )
+    assert page.page.evaluate("window.etpEl.etpExplorer.graph.expanded.size") == 2
     assert set(diag["node_ids"]) <= set(vm_ids(page, "hl-selected"))
     assert_clean(page)
 
