@@ -1,20 +1,24 @@
 """Cost of a UI-attached session step vs the bare algorithm step (target: <= 10 % more).
 
-bare:    a jitted step doing ``alg(x)`` under ``brainstate.transform.grad`` + the optax SGD update
-         (what a user's own training loop does), one dispatch per step, no recording.
-session: ``Session.step`` with the recorder (norms of loss, traces, gradients, updates written
-         into on-device ring buffers) and one host drain per frame of ``steps_per_frame`` steps.
+bare (dispatch): a jitted step doing ``alg(x)`` under ``brainstate.transform.grad`` + the optax
+         SGD update (a user's plain training loop), one dispatch per step, no recording.
+bare (scan): the same step body scanned over a frame of ``steps_per_frame`` stacked steps in one
+         jitted call (the bare algorithm's own best way); no recording.
+session: ``Session.run(background=False)``: per frame, data gathered on the host, one jitted
+         scan with the recorder (loss, trace norms, df/dh-dh slices, gradient and update norms
+         into on-device ring buffers), one host transfer of the frame's rows.
 
-Both block on the result at the end of each timed block of steps. Writes
+The overhead is against the faster bare variant. Each timed block ends on a host sync. Writes
 bench/results/session_overhead-<host>.json.
 
-    python bench/session_overhead.py [--hidden 64] [--steps 400] [--repeats 5]
+    python bench/session_overhead.py [--hidden 64] [--steps 400] [--repeats 5] [--note TEXT]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -24,6 +28,7 @@ from pathlib import Path
 import brainstate
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from etp_viz.__main__ import _fallback_sine
@@ -50,6 +55,31 @@ def bare_stepper(session: Session):
     return step, opt_state
 
 
+def bare_scanned(session: Session, steps_per_frame: int):
+    alg, params, loss_fn = session.algorithm, session.params, session.loss_fn
+    optimizer = optax.sgd(1e-2)
+
+    def loss_of(x, y):
+        return jnp.asarray(loss_fn(alg(x), y)).reshape(())
+
+    grad_fn = brainstate.transform.grad(loss_of, params)
+
+    def body(opt_state, pair):
+        grads = grad_fn(*pair)
+        old = {k: s.value for k, s in params.items()}
+        updates, opt_state = optimizer.update(grads, opt_state, old)
+        for k, s in params.items():
+            s.value = optax.apply_updates(old[k], updates[k])
+        return opt_state, None
+
+    @brainstate.transform.jit
+    def frame(opt_state, xs, ys):
+        return brainstate.transform.scan(body, opt_state, (xs, ys))[0]
+
+    opt_state = optimizer.init({k: s.value for k, s in params.items()})
+    return frame, opt_state
+
+
 def time_block(fn, repeats):
     times = []
     for _ in range(repeats):
@@ -65,40 +95,65 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--algorithm", default="d_rtrl")
+    parser.add_argument("--steps-per-frame", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--note", default="", help="load note stored in the result")
     args = parser.parse_args()
     brainstate.random.seed(0)
     model, x0, data = _fallback_sine(args.hidden)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session = Session(
-            model, x0, algorithm=args.algorithm, data=data, steps_per_frame=20, capacity=1024
+            model,
+            x0,
+            algorithm=args.algorithm,
+            data=data,
+            steps_per_frame=args.steps_per_frame,
+            capacity=1024,
         )
-    pairs = [tuple(map(jnp.asarray, data(t))) for t in range(args.steps)]
+    spf = args.steps_per_frame
+    pairs = [tuple(np.asarray(a) for a in data(t)) for t in range(args.steps)]
     session.set_data(lambda t: pairs[t % len(pairs)])
+    device_pairs = [tuple(map(jnp.asarray, p)) for p in pairs]
     step, opt_state = bare_stepper(session)
+    frame, scan_opt_state = bare_scanned(session, spf)
 
     def run_bare():
         nonlocal opt_state
-        for x, y in pairs:
+        for x, y in device_pairs:
             opt_state = step(opt_state, x, y)
         jax.block_until_ready(opt_state)
 
-    def run_session():
-        session.step(args.steps)
+    def run_bare_scan():
+        nonlocal scan_opt_state
+        for start in range(0, args.steps, spf):  # the host stacks each frame, as the session does
+            chunk = pairs[start : start + spf]
+            xs = np.stack([p[0] for p in chunk])
+            ys = np.stack([p[1] for p in chunk])
+            scan_opt_state = frame(scan_opt_state, xs, ys)
+        jax.block_until_ready(scan_opt_state)
 
-    run_bare()
-    run_session()  # compile both
-    results = {}
-    for _ in range(2):  # interleave to even out machine noise
-        results.setdefault("bare", []).append(time_block(run_bare, args.repeats) / args.steps)
-        results.setdefault("session", []).append(time_block(run_session, args.repeats) / args.steps)
-    bare, attached = min(results["bare"]), min(results["session"])
+    def run_session():
+        session.run(args.steps, background=False)
+
+    for fn in (run_bare, run_bare_scan, run_session):
+        fn()  # compile
+    runners = {"bare_dispatch": run_bare, "bare_scan": run_bare_scan, "session": run_session}
+    results: dict[str, list] = {}
+    for _ in range(args.rounds):  # interleave to even out machine noise
+        for name, fn in runners.items():
+            results.setdefault(name, []).append(time_block(fn, args.repeats) / args.steps)
+    best = {name: min(times) for name, times in results.items()}
+    bare = min(best["bare_dispatch"], best["bare_scan"])
+    attached = best["session"]
     record = {
         "benchmark": "session_overhead",
         "algorithm": args.algorithm,
         "hidden": args.hidden,
         "steps_per_block": args.steps,
         "steps_per_frame": session.steps_per_frame,
+        "bare_dispatch_step_us": best["bare_dispatch"] * 1e6,
+        "bare_scan_step_us": best["bare_scan"] * 1e6,
         "bare_step_us": bare * 1e6,
         "session_step_us": attached * 1e6,
         "overhead_percent": 100 * (attached / bare - 1),
@@ -114,6 +169,10 @@ def main() -> None:
             "brainstate": brainstate.__version__,
         },
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average": list(os.getloadavg()),
+        "cpu_count": os.cpu_count(),
+        "note": args.note,
+        "all_rounds_us": {k: [t * 1e6 for t in v] for k, v in results.items()},
     }
     print(json.dumps(record, indent=2))
     out = (

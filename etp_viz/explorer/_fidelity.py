@@ -52,7 +52,9 @@ def compare_gradients(online: dict, reference: dict) -> dict[str, Any]:
 
 
 class FidelityMeter:
-    """Keeps the last window of inputs and hidden states; measures on request."""
+    """Keeps the last window of inputs and the model states at window starts; measures on
+    request. The session splits a frame's scan at window starts and checkpoints (see
+    :meth:`next_stop`), the only places where the states are on hand."""
 
     def __init__(self, session: Any, window: int) -> None:
         if window < 1:
@@ -62,18 +64,39 @@ class FidelityMeter:
         self.every = int(session.options["fidelity_every"])
         self.model_states = list(session.model.states().values())
         self.recent: deque = deque(maxlen=self.window)
+        self.snapshots: dict[int, list] = {}
         self._online_grad = None
         self._bptt_grad = None
 
     def clear(self) -> None:
         self.recent.clear()
+        self.snapshots.clear()
 
-    def before_step(self, x_t: Any, y_t: Any) -> None:
-        """Remember the model states entering this step (references, no copy, no transfer)."""
-        self.recent.append(([s.value for s in self.model_states], x_t, y_t))
+    # -- where a frame must stop -----------------------------------------------------------
+    def _window_start(self, step: int) -> bool:
+        return step >= 0 and (step + self.window) % self.every == 0
+
+    def next_stop(self, frame_start: int, position: int, data: Any) -> int:
+        """Where the current chunk of a frame ends: the frame's end, a window start (states
+        are snapshotted there: references, no transfer) or a checkpoint. Also remembers the
+        pairs the chunk will run (the window's data)."""
+        step = frame_start + position
+        if self._window_start(step):
+            self.snapshots[step] = [s.value for s in self.model_states]
+        stop = data.num_steps
+        for candidate in range(position + 1, data.num_steps):
+            global_step = frame_start + candidate
+            if global_step % self.every == 0 or self._window_start(global_step):
+                stop = candidate
+                break
+        for index in range(position, stop):
+            self.recent.append(data.pair(index))
+        return stop
 
     def due(self, step_count: int) -> bool:
-        return len(self.recent) == self.window and step_count % self.every == 0
+        """A checkpoint whose window start was snapshotted (not before ``window`` steps)."""
+        ready = step_count % self.every == 0 and (step_count - self.window) in self.snapshots
+        return ready and len(self.recent) == self.window
 
     # -- measuring -------------------------------------------------------------------------
     def _build(self) -> None:
@@ -103,9 +126,11 @@ class FidelityMeter:
             self._build()
         session = self.session
         saved = [(state, state.value) for state in session._all_states()]
-        start, *_ = self.recent[0]
-        xs = [x for _, x, _ in self.recent]
-        ys = [y for _, _, y in self.recent]
+        start = self.snapshots.pop(int(step) - self.window)
+        for old in [s for s in self.snapshots if s < int(step) - self.window]:
+            del self.snapshots[old]
+        xs = [x for x, _ in self.recent]
+        ys = [y for _, y in self.recent]
         try:
             self._enter_window(start)
             online = None

@@ -78,7 +78,13 @@ class Probe:
         self.unavailable: list[str] = []
         if not self.trace_states and not self._trace_layout:
             self.unavailable.append("trace magnitudes (the algorithm holds no trace states)")
-        self.unavailable.append("dh/dy and dh/dh heatmaps (not exposed by etp_viz.learn yet)")
+        self.algorithm = algorithm
+        self._jacobian_spec = _record_jacobians(algorithm)
+        if not self._jacobian_spec:
+            self.unavailable.append(
+                "dh/dy and dh/dh heatmaps (the algorithm has no `record_step_data` hook: "
+                "use etp_viz.D_RTRL / ES_D_RTRL)"
+            )
 
     def spec(self) -> dict[str, tuple[int, ...]]:
         """Metric name → per-step shape."""
@@ -87,6 +93,7 @@ class Probe:
             spec[f"{_trace_kind(name)}/{name}"] = ()
         for metric in self._trace_layout:
             spec[metric] = ()
+        spec.update(self._jacobian_spec)
         for name in self.param_states:
             spec[f"grad_norm/{name}"] = ()
             spec[f"update_norm/{name}"] = ()
@@ -101,6 +108,8 @@ class Probe:
             traces = self.etrace.value
             for metric, getter in self._trace_layout.items():
                 row[metric] = tree_norm(getter(traces))
+        if self._jacobian_spec:
+            row.update(self.algorithm.step_data_record.value)
         for name in self.param_states:
             row[f"grad_norm/{name}"] = tree_norm(grads[name])
             row[f"update_norm/{name}"] = tree_norm(updates[name])
@@ -129,3 +138,43 @@ def _etrace_layout(algorithm: Any, traces: Any, relation_names: dict[str, list[s
             name = f"r{key[0]}.g{key[1]}" if isinstance(key, tuple) and len(key) == 2 else key
             layout[f"trace/{name}"] = lambda t, k=key: t[k]
     return layout
+
+
+#: Units kept per relation / group for the heatmaps (the first ones).
+HEATMAP_UNITS = 32
+
+
+def _unit_slice(values: jax.Array, units: int) -> jax.Array:
+    """``(*lead, H)`` → the batch-mean of the first ``units`` units, shape ``(units,)``."""
+    values = jnp.asarray(values, jnp.float32)
+    if values.ndim > 1:
+        values = values.reshape(-1, values.shape[-1]).mean(axis=0)
+    return values.reshape(-1)[:units]
+
+
+def _record_jacobians(algorithm: Any) -> dict[str, tuple[int, ...]]:
+    """Ask an ``etp_viz.learn`` algorithm to keep, every step, per relation a dh/dy summary
+    (mean |D_f|) and slice, per hidden group the dh/dh diagonal; returns their metric spec."""
+    record = getattr(algorithm, "record_step_data", None)
+    plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
+    if record is None or plan is None:
+        return {}
+
+    def summarize(data: dict) -> dict[str, jax.Array]:
+        row = {}
+        for (r, g), df in data["df"].items():
+            row[f"df_abs/r{r}.g{g}"] = jnp.mean(jnp.abs(df)).astype(jnp.float32)
+            row[f"df/r{r}.g{g}"] = _unit_slice(df[..., 0], HEATMAP_UNITS)
+        for g, dh_dh in data["dh_dh"].items():
+            if dh_dh is None:  # a group without a hidden-to-hidden path: nothing to show
+                continue
+            for s in range(dh_dh.shape[-1]):
+                name = f"dhdh/g{g}" if s == 0 else f"dhdh/g{g}.s{s}"
+                row[name] = _unit_slice(dh_dh[..., s, s], HEATMAP_UNITS)
+        return row
+
+    try:
+        state = record(summarize)
+    except Exception:  # noqa: BLE001 - an algorithm whose data lacks df/dh_dh: not recorded
+        return {}
+    return {name: tuple(value.shape) for name, value in state.value.items()}

@@ -1,12 +1,13 @@
 """On-device ring buffers for per-step metrics of a live session.
 
-The session's jitted step writes one row per step into fixed-size device arrays (one buffer per
-metric, shape ``(capacity, *metric_shape)``). Nothing leaves the device during a step; the host
-pulls the whole ring **once per UI frame** with :meth:`Recorder.drain`, which returns only the
-rows written since the previous drain. The ring also carries the non-finite guard: the first
-step whose metrics contain NaN/inf sets ``halted``, records which metrics went bad, and every
-later write in the same frame is masked out, so the recorded history stops right before the
-failure and stays intact.
+The session's jitted frame (a ``scan`` over the frame's steps) makes one row per step
+(:meth:`Recorder.check_row` in the scan body; the rows are the scan's stacked output) and
+scatters the block into fixed-size device arrays once per frame (:meth:`Recorder.write_rows`;
+one buffer per metric, shape ``(capacity, *metric_shape)``). Nothing leaves the device during a
+frame; the host pulls the frame's new rows **once per UI frame** with :meth:`Recorder.drain`.
+The ring also carries the non-finite guard: the first step whose metrics contain NaN/inf sets
+``halted``, records which metrics went bad, and every later row is not written, so the recorded
+history stops right before the failure and stays intact.
 
 Examples
 --------
@@ -76,6 +77,9 @@ class Recorder:
         self.capacity = int(capacity)
         self.dtype = dtype
         self._drained = 0
+        #: Device outputs of the frames dispatched since the last drain (see :meth:`pack`).
+        self.pending: list[tuple[jax.Array, jax.Array]] = []
+        self.columns = [(n, int(np.prod(self.spec[n], dtype=np.int64))) for n in self.names]
 
     def init(self) -> dict[str, Any]:
         """A fresh ring (device arrays): buffers, write count, halt flag and failure record."""
@@ -84,6 +88,7 @@ class Recorder:
             for name, shape in self.spec.items()
         }
         self._drained = 0
+        self.pending = []
         return {
             "buffers": buffers,
             "count": jnp.zeros((), jnp.int32),
@@ -92,50 +97,101 @@ class Recorder:
             "bad_mask": jnp.zeros((len(self.names),), jnp.bool_),
         }
 
-    def write(self, ring: dict[str, Any], metrics: dict[str, jax.Array]) -> dict[str, Any]:
-        """Append one row (traceable; call inside the jitted step).
+    def status_of(self, ring: dict[str, Any]) -> dict[str, Any]:
+        """The ring's small bookkeeping (count, halt flag, failure record): a scan carry."""
+        return {k: ring[k] for k in ("count", "halted", "bad_step", "bad_mask")}
+
+    def check_row(self, status: dict[str, Any], metrics: dict[str, jax.Array]) -> tuple:
+        """One step's row, its write flag and the updated status (traceable; the scan body).
 
         A row containing a non-finite value is not written; it halts the ring instead (the
-        session then pauses and reports ``failure``). Writes after a halt are ignored.
+        session then pauses and reports ``failure``). Rows after a halt are not written.
         """
         missing = [n for n in self.names if n not in metrics]
         if missing:
             raise KeyError(f"Recorder.write is missing metrics {missing}; expected {self.names}.")
-        finite = jnp.stack([jnp.all(jnp.isfinite(metrics[n])) for n in self.names])
+        row = {n: jnp.asarray(metrics[n], self.dtype).reshape(self.spec[n]) for n in self.names}
+        finite = jnp.stack([jnp.all(jnp.isfinite(row[n])) for n in self.names])
         row_ok = jnp.all(finite)
-        write_ok = row_ok & ~ring["halted"]
-        slot = ring["count"] % self.capacity
-        buffers = {}
-        for name in self.names:
-            buffer = ring["buffers"][name]
-            value = jnp.asarray(metrics[name], self.dtype).reshape(self.spec[name])
-            value = jnp.where(write_ok, value, buffer[slot])
-            buffers[name] = jax.lax.dynamic_update_index_in_dim(buffer, value, slot, 0)
-        newly_bad = ~row_ok & ~ring["halted"]
-        return {
-            "buffers": buffers,
-            "count": ring["count"] + write_ok.astype(jnp.int32),
-            "halted": ring["halted"] | ~row_ok,
-            "bad_step": jnp.where(newly_bad, ring["count"], ring["bad_step"]),
-            "bad_mask": jnp.where(newly_bad, ~finite, ring["bad_mask"]),
+        write_ok = row_ok & ~status["halted"]
+        newly_bad = ~row_ok & ~status["halted"]
+        status = {
+            "count": status["count"] + write_ok.astype(jnp.int32),
+            "halted": status["halted"] | ~row_ok,
+            "bad_step": jnp.where(newly_bad, status["count"], status["bad_step"]),
+            "bad_mask": jnp.where(newly_bad, ~finite, status["bad_mask"]),
         }
+        return status, row, write_ok
+
+    def write_rows(
+        self, ring: dict[str, Any], status: dict[str, Any], rows: dict, written: jax.Array
+    ) -> dict[str, Any]:
+        """Scatter a block of rows (``(n, *shape)``, ``n <= capacity``) into the ring once,
+        after the frame's scan; rows whose ``written`` flag is False are dropped."""
+        offsets = jnp.cumsum(written.astype(jnp.int32)) - 1
+        slots = jnp.where(written, (ring["count"] + offsets) % self.capacity, self.capacity)
+        buffers = {n: ring["buffers"][n].at[slots].set(rows[n], mode="drop") for n in self.names}
+        return {"buffers": buffers, **status}
+
+    def write(self, ring: dict[str, Any], metrics: dict[str, jax.Array]) -> dict[str, Any]:
+        """Append one row (traceable); see :meth:`check_row` for the non-finite guard."""
+        status, row, written = self.check_row(self.status_of(ring), metrics)
+        block = jax.tree.map(lambda a: a[None], row)
+        return self.write_rows(ring, status, block, written[None])
+
+    def pack(self, status: dict[str, Any], rows: dict, written: jax.Array) -> tuple:
+        """A frame's rows as ONE float32 matrix ``(n, 1 + columns)`` (first column: written)
+        plus the status as one int32 vector: what the host transfers (traceable)."""
+        flat = [written.astype(self.dtype)[:, None]]
+        flat += [rows[n].reshape(rows[n].shape[0], -1).astype(self.dtype) for n in self.names]
+        status_vec = jnp.concatenate(
+            [
+                jnp.stack(
+                    [status["count"], status["halted"].astype(jnp.int32), status["bad_step"]]
+                ),
+                status["bad_mask"].astype(jnp.int32),
+            ]
+        )
+        return jnp.concatenate(flat, axis=1), status_vec
+
+    @property
+    def written(self) -> int:
+        """Rows written since :meth:`init`, as of the last drain (the session's step count)."""
+        return self._drained
 
     def drain(self, ring: dict[str, Any], step_offset: int = 0) -> DrainedRows:
-        """Pull the ring to the host (one transfer) and return the rows not drained before.
+        """Pull the new rows to the host (one transfer) and return them.
 
-        ``step_offset`` is added to the ring-local row indices (the session's step at the last
-        ring reset), so ``DrainedRows.steps`` are global step numbers.
+        With frames noted in :attr:`pending` (their :meth:`pack` outputs), those packed rows
+        are transferred together; otherwise the ring is. ``step_offset`` is added to the
+        ring-local row indices, so ``DrainedRows.steps`` are global step numbers.
         """
-        host = jax.device_get(ring)
-        count = int(host["count"])
-        first = max(self._drained, count - self.capacity)
-        lost = first - self._drained
-        rows = np.arange(first, count)
-        slots = rows % self.capacity
-        values = {name: np.asarray(host["buffers"][name])[slots] for name in self.names}
+        if self.pending:
+            packs = jax.device_get(self.pending)
+            matrix = np.concatenate([m for m, _ in packs])
+            status = packs[-1][1]
+            count, halted, bad_step = (int(v) for v in status[:3])
+            matrix = matrix[matrix[:, 0] > 0.5]
+            rows = np.arange(self._drained, self._drained + matrix.shape[0])
+            values, column = {}, 1
+            for name, width in self.columns:
+                block = matrix[:, column : column + width]
+                values[name] = block.reshape(-1, *self.spec[name])
+                column += width
+            bad_mask, lost = status[3:], 0
+        else:
+            host = jax.device_get(ring)
+            count = int(host["count"])
+            first = max(self._drained, count - self.capacity)
+            lost = first - self._drained
+            rows = np.arange(first, count)
+            slots = rows % self.capacity
+            values = {name: np.asarray(host["buffers"][name])[slots] for name in self.names}
+            halted, bad_step, bad_mask = host["halted"], host["bad_step"], host["bad_mask"]
         self._drained = count
+        self.pending = []
         failure = None
-        if bool(host["halted"]):
-            bad = [n for n, b in zip(self.names, np.asarray(host["bad_mask"])) if b]
-            failure = {"step": int(host["bad_step"]) + step_offset, "quantities": bad}
+        if bool(halted):
+            bad = [n for n, b in zip(self.names, np.asarray(bad_mask)) if b]
+            failure = {"step": int(bad_step) + step_offset, "quantities": bad}
         return DrainedRows(rows + step_offset, values, failure, lost)

@@ -10,10 +10,12 @@ buttons, and it works on its own (no browser, no kernel):
 >>> session.history.loss[-5:]             # structured record (numpy)
 >>> session.save_history("run.npz")
 
-One step = one jitted call doing the forward + trace update, the online gradient, the optax
-update and the recorder write; nothing is copied to the host during a step. Every ``frame``
-(``steps_per_frame`` steps) the recorder's ring is pulled to the host once, appended to
-:attr:`Session.history`, and listeners (the widget) are told.
+One UI frame (``steps_per_frame`` steps) = one jitted call: a ``scan`` over the frame's stacked
+data whose body is the forward + trace update, the online gradient, the optax update and the
+recorder write into on-device ring buffers. The frame's data is gathered on the host first
+(user functions run there, step by step). After the call the frame's new ring rows are pulled
+to the host in one transfer, appended to :attr:`Session.history`, and listeners (the widget)
+are told. A frame is split only at fidelity checkpoints.
 
 Failures: a NaN/inf in the loss, a gradient, a weight change or a trace pauses the session and
 names the step and the quantities (:attr:`History.failure`); the weights keep their last finite
@@ -31,7 +33,9 @@ from typing import Any
 import brainstate
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from ._frame_data import gather_frame
 from ._probe import Probe
 from ._sources import (
     DataSource,
@@ -137,7 +141,9 @@ class Session:
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Session, str], None]] = []
         self._jit_step = None
-        self.history = History(meta=self._meta())
+        self._chunk_start = 0
+        self._history = History(meta=self._meta())
+        self._unflushed: list = []
         self.error: str | None = None
         self._fidelity = None
         if int(opts["fidelity_every"]) > 0:
@@ -187,7 +193,21 @@ class Session:
     @property
     def halted(self) -> bool:
         """True after a non-finite step (see ``history.failure``); :meth:`reset` clears it."""
-        return self.history.failure is not None
+        return self._history.failure is not None
+
+    @property
+    def history(self) -> History:
+        """Everything recorded so far (drained frames are appended when this is read, so a
+        long run does not re-concatenate the history every frame)."""
+        if self._unflushed:
+            pending, self._unflushed = self._unflushed, []
+            steps = np.concatenate([rows.steps for rows in pending])
+            values = {
+                name: np.concatenate([rows.values[name] for rows in pending])
+                for name in pending[0].values
+            }
+            self._history.extend(steps, values)
+        return self._history
 
     # -- listeners -------------------------------------------------------------------------
     def observe(self, callback: Callable[[Session, str], None]) -> None:
@@ -213,8 +233,10 @@ class Session:
             self.data = DataSource(data)
             self.error = None
 
-    # -- the jitted step -------------------------------------------------------------------
-    def _build_step(self) -> Callable:
+    # -- the jitted frame ------------------------------------------------------------------
+    def _build_frame(self) -> Callable:
+        """One jitted call running a chunk of steps: ``scan`` of (algorithm step under grad,
+        optax update, recorder write) over stacked ``(xs, ys)``; nothing leaves the device."""
         algorithm, params, probe = self.algorithm, self.params, self.probe
         optimizer, recorder, user_loss = self.optimizer, self.recorder, self.loss_fn
 
@@ -223,39 +245,61 @@ class Session:
             try:
                 value = user_loss(output, y_t)
             except Exception as error:  # noqa: BLE001 - reported to the user, not fatal
-                # Tracing happens on the first call, so `step_count` is the step that failed.
-                raise UserCodeError("loss", self.step_count, error) from error
+                # Tracing happens on a chunk's first call: name that chunk's first step.
+                raise UserCodeError("loss", self._chunk_start, error) from error
             return jnp.asarray(value).reshape(()), output
 
-        def step(ring: dict, opt_state: Any, x_t: Any, y_t: Any) -> tuple:
-            grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
-            grads, loss, _ = grad_fn(x_t, y_t)
+        grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
+
+        def one_step(carry: tuple, pair: tuple) -> tuple:
+            status, opt_state = carry
+            grads, loss, _ = grad_fn(*pair)
             old = {name: state.value for name, state in params.items()}
             updates, new_opt_state = optimizer.update(grads, opt_state, old)
-            ring = recorder.write(ring, probe.metrics(loss, grads, updates))
-            keep = ~ring["halted"]
+            status, row, written = recorder.check_row(status, probe.metrics(loss, grads, updates))
+            keep = ~status["halted"]
             for name, state in params.items():
                 new_value = jax.tree.map(lambda p, u: p + u, old[name], updates[name])
                 state.value = _tree_where(keep, new_value, old[name])
-            return ring, _tree_where(keep, new_opt_state, opt_state)
+            return (status, _tree_where(keep, new_opt_state, opt_state)), (row, written)
 
-        return brainstate.transform.jit(step, donate_argnums=(0,))
+        def frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
+            carry = (recorder.status_of(ring), opt_state)
+            (status, opt_state), (rows, written) = brainstate.transform.scan(
+                one_step, carry, (xs, ys)
+            )
+            ring = recorder.write_rows(ring, status, rows, written)
+            return ring, opt_state, recorder.pack(status, rows, written)
 
-    def _dispatch_one(self) -> None:
-        x_t, y_t = self.data(self.step_count)
-        if self._fidelity is not None:
-            self._fidelity.before_step(x_t, y_t)
+        return brainstate.transform.jit(frame, donate_argnums=(0,))
+
+    def _run_chunk(self, xs: Any, ys: Any, n: int, first_step: int) -> None:
+        """Dispatch ``n`` stacked steps: one scan of ``steps_per_frame`` steps, else
+        power-of-two scans (so only a few lengths are ever compiled)."""
         if self._jit_step is None:
-            self._jit_step = self._build_step()
-        self.ring, self.opt_state = self._jit_step(self.ring, self.opt_state, x_t, y_t)
-        self.step_count += 1
+            self._jit_step = self._build_frame()
+        done = 0
+        while done < n:
+            size = n if n == self.steps_per_frame else 1 << ((n - done).bit_length() - 1)
+            self._chunk_start = first_step + done
+            part_x, part_y = xs, ys
+            if size < n:
+                part = slice(done, done + size)
+                part_x, part_y = (jax.tree.map(lambda a, p=part: a[p], t) for t in (xs, ys))
+            self.ring, self.opt_state, packed = self._jit_step(
+                self.ring, self.opt_state, part_x, part_y
+            )
+            self.recorder.pending.append(packed)
+            done += size
 
     def _sync(self) -> None:
         rows = self.recorder.drain(self.ring)
-        self.history.extend(rows.steps, rows.values)
-        if rows.failure is not None and self.history.failure is None:
+        if rows.steps.size:
+            self._unflushed.append(rows)
+        self.step_count = self.recorder.written
+        if rows.failure is not None and self._history.failure is None:
             names = ", ".join(rows.failure["quantities"])
-            self.history.failure = {
+            self._history.failure = {
                 **rows.failure,
                 "message": (
                     f"Step {rows.failure['step']} produced a non-finite value in: {names}. The "
@@ -267,24 +311,40 @@ class Session:
             self._pause_requested.set()
 
     def _frame(self, n_steps: int) -> int:
-        """Up to ``n_steps`` steps then one host sync; returns the steps done."""
-        done = 0
+        """Up to ``n_steps`` steps in one jitted call (split only at fidelity checkpoints),
+        then one host sync; returns the steps done. The frame's data is gathered first: a
+        failing data call still lets the steps before it run, then is raised."""
+        start = self.step_count
+        data = gather_frame(self.data, start, n_steps)
         try:
-            while done < n_steps and not self._pause_requested.is_set():
-                self._dispatch_one()
-                done += 1
-                if self._fidelity is not None and self._fidelity.due(self.step_count):
+            position = 0
+            while position < data.num_steps and not self.halted:
+                stop = data.num_steps
+                if self._fidelity is not None:
+                    stop = self._fidelity.next_stop(start, position, data)
+                xs, ys = (
+                    data.slice(position, stop)
+                    if position or stop < data.num_steps
+                    else (
+                        data.xs,
+                        data.ys,
+                    )
+                )
+                self._run_chunk(xs, ys, stop - position, start + position)
+                position = stop
+                if self._fidelity is not None and self._fidelity.due(start + position):
                     self._sync()
-                    if self.halted:
-                        break
-                    self._fidelity.measure(self.step_count)
+                    if not self.halted:
+                        self._fidelity.measure(start + position)
+            if data.error is not None:
+                raise data.error
         except UserCodeError as error:
             self.error = str(error)
             self._pause_requested.set()
             raise
         finally:
             self._sync()
-        return done
+        return self.step_count - start
 
     # -- public stepping -------------------------------------------------------------------
     def step(self, n: int = 1) -> History:
@@ -301,7 +361,10 @@ class Session:
             remaining = int(n)
             try:
                 while remaining > 0 and not self._pause_requested.is_set():
-                    remaining -= self._frame(min(remaining, self.recorder.capacity))
+                    done = self._frame(min(remaining, self.recorder.capacity))
+                    remaining -= done
+                    if done == 0:
+                        break
             except UserCodeError:
                 self._notify("error")
                 raise
@@ -367,7 +430,8 @@ class Session:
                 state.value = value
             self._reset_counters()
             self.data.restart()
-            self.history.clear()
+            self._unflushed = []
+            self._history.clear()
             self.error = None
             if self._fidelity is not None:
                 self._fidelity.clear()

@@ -1,0 +1,101 @@
+"""Gather one UI frame's data on the host before the frame's single jitted call.
+
+A frame runs ``n`` steps inside one ``scan``; its inputs are the ``n`` pairs ``(x_t, y_t)``
+stacked on a leading time axis. User functions are called here, in Python, one step at a time,
+so an exception in one of them names its step and the steps before it still run.
+
+Teaching tasks get a fast path: their documented stream is "episode ``e`` is
+``task.sample((task.seed, e), task.batch_size)``", so a frame is a slice of cached numpy
+episodes (no per-step device dispatch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._sources import DataSource, UserCodeError
+
+__all__ = ["FrameData", "gather_frame", "stack_pairs"]
+
+
+class FrameData:
+    """The stacked inputs of up to ``n`` steps, and the user error that cut them short."""
+
+    def __init__(self, xs: Any, ys: Any, num_steps: int, error: UserCodeError | None) -> None:
+        self.xs = xs
+        self.ys = ys
+        self.num_steps = num_steps
+        self.error = error
+
+    def slice(self, start: int, stop: int) -> tuple[Any, Any]:
+        """The pairs of steps ``start..stop-1`` of this frame (still stacked)."""
+        return (
+            jax.tree.map(lambda a: a[start:stop], self.xs),
+            jax.tree.map(lambda a: a[start:stop], self.ys),
+        )
+
+    def pair(self, index: int) -> tuple[Any, Any]:
+        """One step's ``(x_t, y_t)`` (for the fidelity meter's window)."""
+        return jax.tree.map(lambda a: a[index], self.xs), jax.tree.map(lambda a: a[index], self.ys)
+
+
+def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """Stack ``[(x_t, y_t)]`` on a new leading axis (numpy unless a leaf is a jax array)."""
+
+    def stack(*leaves: Any) -> Any:
+        if any(isinstance(leaf, jax.Array) for leaf in leaves):
+            return jnp.stack([jnp.asarray(leaf) for leaf in leaves])
+        return np.stack([np.asarray(leaf) for leaf in leaves])
+
+    xs = jax.tree.map(stack, *[p[0] for p in pairs])
+    ys = jax.tree.map(stack, *[p[1] for p in pairs])
+    return xs, ys
+
+
+def _task_frame(task: Any, start: int, n: int) -> tuple[Any, Any] | None:
+    """Steps ``start..start+n-1`` of a teaching task's stream, from cached numpy episodes."""
+    length = getattr(task, "n_steps", None)
+    if not (isinstance(length, int) and hasattr(task, "sample") and hasattr(task, "seed")):
+        return None
+    cache = task.__dict__.setdefault("_etp_viz_frame_cache", {})
+    xs, ys = [], []
+    t = start
+    while t < start + n:
+        episode, within = divmod(t, length)
+        if episode not in cache:
+            if len(cache) > 4:
+                cache.clear()
+            sampled = task.sample((task.seed, episode), getattr(task, "batch_size", None))
+            cache[episode] = tuple(np.asarray(a) for a in sampled)
+        take = min(length - within, start + n - t)
+        xs.append(cache[episode][0][within : within + take])
+        ys.append(cache[episode][1][within : within + take])
+        t += take
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def gather_frame(source: DataSource, start: int, n: int) -> FrameData:
+    """The data of steps ``start..start+n-1``; stops at the first failing user call."""
+    if source.kind == "task":
+        try:
+            fast = _task_frame(source.data, start, n)
+        except Exception as error:  # noqa: BLE001 - reported like any data failure
+            return FrameData(None, None, 0, UserCodeError("data", start, error))
+        if fast is not None:
+            return FrameData(fast[0], fast[1], n, None)
+    pairs: list[tuple[Any, Any]] = []
+    error = None
+    for t in range(start, start + n):
+        try:
+            pairs.append(source(t))
+        except UserCodeError as failure:
+            error = failure
+            break
+    if not pairs:
+        return FrameData(None, None, 0, error)
+    xs, ys = stack_pairs(pairs)
+    return FrameData(xs, ys, len(pairs), error)

@@ -1,0 +1,89 @@
+"""One jitted call per frame, df / dh-dh recording against the executor, task frame data."""
+
+from __future__ import annotations
+
+import warnings
+
+import brainstate
+import numpy as np
+import pytest
+
+from etp_viz.__main__ import _fallback_sine
+from etp_viz.explorer._frame_data import gather_frame
+from etp_viz.explorer._sources import DataSource
+from etp_viz.explorer.session import Session
+
+from ._session_models import OneStepLearner, TinyRNN, sine_data
+
+
+def tiny(**options):
+    model = TinyRNN()
+    return Session(
+        model, np.zeros(2, np.float32), algorithm=OneStepLearner(model), data=sine_data, **options
+    )
+
+
+def test_a_frame_is_one_jitted_call():
+    session = tiny(steps_per_frame=10)
+    session.run(10, background=False)  # compile
+    calls = []
+    original = session._jit_step
+    session._jit_step = lambda *a: calls.append(1) or original(*a)
+    session.run(30, background=False)
+    assert len(calls) == 3
+    assert session.history.num_steps == 40
+
+
+def test_step_count_stops_at_the_failing_step_inside_a_frame():
+    def data(t):
+        x, y = sine_data(t)
+        return (x * np.inf if t == 7 else x), y
+
+    model = TinyRNN()
+    session = Session(
+        model,
+        np.zeros(2, np.float32),
+        algorithm=OneStepLearner(model),
+        data=data,
+        steps_per_frame=20,
+    )
+    session.run(20, background=False)
+    assert session.history.failure["step"] == 7
+    assert session.step_count == 7 == session.history.num_steps
+
+
+@pytest.mark.parametrize("algorithm", ["d_rtrl", "es_d_rtrl"])
+def test_df_and_dhdh_are_the_executors(algorithm):
+    brainstate.random.seed(0)
+    model, x0, data = _fallback_sine(num_hidden=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(model, x0, algorithm=algorithm, data=data)
+    assert session.history.meta["unavailable"] == []
+    ex = session.algorithm.graph_executor
+    from etp_viz.learn.vjp_step import StateLayout
+
+    layout = StateLayout(ex.plan)
+    params, others = layout.read()
+    x, _ = data(0)
+    _, _, expected = ex.step_data(layout.assemble([x], params, others))
+    history = session.step(1)
+    df = np.asarray(expected["df"][(0, 0)])
+    np.testing.assert_allclose(history["df/r0.g0"][0], df[..., 0][:32], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(history["df_abs/r0.g0"][0], np.abs(df).mean(), rtol=1e-5)
+    if expected["dh_dh"][0] is None:  # no hidden-to-hidden path in this group
+        assert "dhdh/g0" not in history.metrics
+    else:
+        dh_dh = np.asarray(expected["dh_dh"][0])
+        np.testing.assert_allclose(history["dhdh/g0"][0], dh_dh[..., 0, 0][:32], atol=1e-7)
+
+
+def test_task_frames_equal_the_task_stream():
+    from etp_viz.explorer.tasks import SineRegression
+
+    task = SineRegression()
+    frame = gather_frame(DataSource(task), task.n_steps - 3, 7)  # crosses an episode
+    for i in range(7):
+        x, y = task.step_data(task.n_steps - 3 + i)
+        np.testing.assert_array_equal(frame.xs[i], np.asarray(x))
+        np.testing.assert_array_equal(frame.ys[i], np.asarray(y))
