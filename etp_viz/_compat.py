@@ -44,13 +44,37 @@ def get_stateful_function_class() -> type:
 def split_closed_jaxpr(jaxpr_like: Any) -> tuple[Any, list[Any]]:
     """Return ``(open_jaxpr, consts)`` for a ClosedJaxpr or an open Jaxpr.
 
-    In jax 0.12 ``ClosedJaxpr`` is an alias of ``Jaxpr``, so the two cannot be told apart by
-    ``isinstance``; we look for the ``.jaxpr`` / ``.consts`` attributes instead.
+    In jax 0.12 ``ClosedJaxpr`` is an alias of ``Jaxpr``: a closed jaxpr is its own ``.jaxpr``
+    and still carries its ``consts``. So never tell them apart by ``isinstance``; read the
+    attributes, which exist (or are absent) consistently on both stacks.
     """
-    inner = getattr(jaxpr_like, "jaxpr", None)
-    if inner is not None and inner is not jaxpr_like and hasattr(jaxpr_like, "consts"):
-        return inner, list(jaxpr_like.consts)
-    return jaxpr_like, []
+    return getattr(jaxpr_like, "jaxpr", jaxpr_like), list(getattr(jaxpr_like, "consts", ()))
+
+
+def new_var(aval: Any) -> Any:
+    """A fresh jaxpr ``Var`` of abstract value ``aval`` (constructor differs across jax)."""
+    try:
+        return Var(aval)
+    except TypeError:  # pragma: no cover - older jax: Var(suffix, aval)
+        return Var("", aval)
+
+
+def make_debug_info(name: str) -> Any:
+    """A minimal ``DebugInfo`` for a hand-built Jaxpr (jax warns when one is missing)."""
+    try:
+        from jax._src.core import DebugInfo
+    except ImportError:  # pragma: no cover - jax without DebugInfo
+        return None
+    return DebugInfo(name, name, None, None)
+
+
+def eqn_bind_params(eqn: Any) -> tuple[list[Any], dict[str, Any]]:
+    """``(subfuns, params)`` to re-bind ``eqn.primitive`` (older jax returns a tuple)."""
+    bind_params = eqn.primitive.get_bind_params(eqn.params)
+    if isinstance(bind_params, tuple):
+        subfuns, bind_params = bind_params
+        return list(subfuns), bind_params
+    return [], bind_params
 
 
 def close_jaxpr(jaxpr: Any, consts: list[Any] | tuple[Any, ...] = ()) -> Any:

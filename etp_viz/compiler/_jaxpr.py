@@ -56,22 +56,14 @@ class _VisitCounter:
 VISITS = _VisitCounter()
 
 
-def new_var(aval: Any) -> Var:
-    """A fresh Var of abstract value ``aval`` (constructor differs across jax versions)."""
-    try:
-        return Var(aval)
-    except TypeError:  # pragma: no cover - older jax: Var(suffix, aval)
-        return Var("", aval)
+new_var = _compat.new_var
 
 
 def _is_var(atom: Any) -> bool:
     return _compat.is_var(atom)
 
 
-def split_closed(jaxpr_like: Any) -> tuple[Any, list[Any]]:
-    """``(jaxpr, consts)`` of a closed or open jaxpr on both stacks (on jax 0.12 the closed
-    jaxpr is its own ``.jaxpr`` and keeps its ``consts``)."""
-    return getattr(jaxpr_like, "jaxpr", jaxpr_like), list(getattr(jaxpr_like, "consts", ()))
+split_closed = _compat.split_closed_jaxpr
 
 
 def sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Any]]:
@@ -121,12 +113,7 @@ def build_jaxpr(
 
 
 def _debug_info() -> Any:
-    """A minimal DebugInfo (jax warns when a Jaxpr is built without one)."""
-    try:
-        from jax._src.core import DebugInfo
-    except ImportError:  # pragma: no cover - jax without DebugInfo
-        return None
-    return DebugInfo("etp_viz.compiler", "etp_viz.compiler", None, None)
+    return _compat.make_debug_info("etp_viz.compiler")
 
 
 def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
@@ -141,10 +128,7 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
     for var, val in zip(all_inputs(jaxpr), [*consts, *args]):
         env[var] = val
     for eqn in jaxpr.eqns:
-        bind_params = eqn.primitive.get_bind_params(eqn.params)
-        subfuns: list[Any] = []
-        if isinstance(bind_params, tuple):  # older jax: (subfuns, params)
-            subfuns, bind_params = bind_params
+        subfuns, bind_params = _compat.eqn_bind_params(eqn)
         outs = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **bind_params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for var, val in zip(eqn.outvars, outs):
