@@ -8,7 +8,8 @@ without the widget stack; explorer names are resolved lazily on first use.
 __version__ = "0.1.0"
 
 # --- ops (etp_viz.ops) -------------------------------------------------------------------
-from . import nn as nn
+# isort: split
+from .ops import ETP_PRIMITIVES as ETP_PRIMITIVES
 from .ops import ETPPrimitive as ETPPrimitive
 from .ops import ETPPrimitiveSpec as ETPPrimitiveSpec
 from .ops import UnitMismatchError as UnitMismatchError
@@ -23,10 +24,13 @@ from .ops import matmul as matmul
 from .ops import register_primitive as register_primitive
 from .ops import register_primitive_spec as register_primitive_spec
 from .ops import sparse_matmul as sparse_matmul
-# --- nn (etp_viz.nn) ---------------------------------------------------------------------
-# The layers are public as the namespace `etp_viz.nn` (`from . import nn` above: isort puts
-# `.nn` before `.ops` in one import block).
+
+# --- nn (etp_viz.nn): the layers are public as the namespace `etp_viz.nn` -------------------
+# isort: split
+from . import nn as nn
+
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
+# isort: split
 from .compiler import CompilationRecord as CompilationRecord
 from .compiler import DiagnosticKind as DiagnosticKind
 from .compiler import DiagnosticLevel as DiagnosticLevel
@@ -48,7 +52,9 @@ from .compiler import (
 from .compiler import (
     find_hidden_param_op_relations_from_module as find_hidden_param_op_relations_from_module,
 )
+
 # --- learn (etp_viz.learn) ---------------------------------------------------------------
+# isort: split
 from .learn import D_RTRL as D_RTRL
 from .learn import ES_D_RTRL as ES_D_RTRL
 from .learn import ETraceAlgorithm as ETraceAlgorithm
@@ -59,10 +65,11 @@ from .learn import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .learn import MultiStepData as MultiStepData
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .learn import pp_prop as pp_prop
+
 # --- explorer (lazy: needs the [explorer] extra) ----------------------------------------
 _EXPLORER_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.live"}
 # Whole explorer modules exposed as namespaces (`etp_viz.plot.loss(history)`).
-_EXPLORER_MODULES = {"plot": "etp_viz.explorer.plots"}
+_EXPLORER_MODULES = {"plot": "etp_viz.explorer.plots", "tasks": "etp_viz.explorer.tasks"}
 
 
 def __getattr__(name: str):
