@@ -225,10 +225,18 @@ class ETraceGraphExecutor:
 
     def hidden_jacobians(self, invals: Sequence[Any], consts: dict) -> dict:
         """``{group: D}`` with ``D[..., a, b] = dh^t_a/dh^{t-1}_b`` per position, from the
-        compiler's transition jaxpr of each group (``HiddenGroup.diagonal_jacobian``)."""
+        compiler's transition jaxpr of each group (``HiddenGroup.diagonal_jacobian``).
+
+        ``None`` for a group whose transition is empty (``D`` is identically zero, e.g. a
+        vanilla RNN whose only recurrence goes through its ETP weight): the algorithms then
+        skip reading the previous trace.
+        """
         positions = {var: i for i, var in enumerate(self.plan.jaxpr.invars)}
         result = {}
         for group in self.plan.groups:
+            if not group.transition_jaxpr.eqns:  # empty transition: D is exactly zero
+                result[group.index] = None
+                continue
             hidden = [invals[positions[v]] for v in group.hidden_invars]
             dh_dh = group.diagonal_jacobian(hidden, consts[group.index])
             result[group.index] = jax.lax.stop_gradient(dh_dh)

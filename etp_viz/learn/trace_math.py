@@ -41,11 +41,19 @@ class PrimitiveRules(NamedTuple):
 
 
 def _slice(trace: dict, index: int) -> dict:
+    if next(iter(trace.values())).shape[-1] == 1:  # a reshape, not a strided copy
+        return {key: jnp.squeeze(value, -1) for key, value in trace.items()}
     return {key: value[..., index] for key, value in trace.items()}
 
 
 def _add(a: dict, b: dict) -> dict:
     return {key: a[key] + b[key] for key in a}
+
+
+def _stack(slices: list, like: dict) -> dict:
+    if len(slices) == 1:
+        return {key: slices[0][key][..., None].astype(like[key].dtype) for key in like}
+    return {key: jnp.stack([s[key] for s in slices], -1).astype(like[key].dtype) for key in like}
 
 
 def drtrl_update(
@@ -61,17 +69,17 @@ def drtrl_update(
     :math:`\epsilon^t_a = \sum_b \mathrm{yw\_to\_w}(D^t_{ab}, \epsilon^{t-1}_b) +
     \mathrm{xy\_to\_etrace}(x^t, D^t_{f,a})`. ``trace`` is laid out as ``init_drtrl`` (one
     leaf per trainable key, trailing state axis ``S``); the result has the same layout.
+    ``dh_dh=None`` means :math:`D^t \equiv 0` (a group with an empty transition, e.g. a vanilla
+    RNN): the previous trace is not read at all.
     """
-    num_state = dh_dh.shape[-1]
+    num_state = df.shape[-1]
     slices = []
     for a in range(num_state):
         acc = rules.xy_to_etrace(x, df[..., a], weights, **rules.params)
-        for b in range(num_state):
+        for b in range(num_state if dh_dh is not None else 0):
             acc = _add(acc, rules.yw_to_w(dh_dh[..., a, b], _slice(trace, b), **rules.params))
         slices.append(acc)
-    return {
-        key: jnp.stack([s[key] for s in slices], axis=-1).astype(trace[key].dtype) for key in trace
-    }
+    return _stack(slices, trace)
 
 
 def drtrl_gradient(trace: dict, dl_dh: Any, weights: dict, rules: PrimitiveRules) -> dict:
@@ -94,9 +102,13 @@ def pp_update_x(trace_x: Any, x: Any, alpha_x: float) -> Any:
 def pp_update_f(trace_f: Any, dh_dh: Any, df: Any, alpha_f: float) -> Any:
     r"""ES-D-RTRL output (df) trace:
     :math:`\epsilon_f^t = \alpha_f D^t \epsilon_f^{t-1} + (1-\alpha_f) D_f^t`,
-    with :math:`(D^t \epsilon_f)_a = \sum_b D^t_{ab} \epsilon_{f,b}` per hidden position."""
+    with :math:`(D^t \epsilon_f)_a = \sum_b D^t_{ab} \epsilon_{f,b}` per hidden position
+    (``dh_dh=None``: :math:`D^t \equiv 0`)."""
+    fresh = (1.0 - alpha_f) * df
+    if dh_dh is None:  # D = 0
+        return fresh.astype(trace_f.dtype)
     propagated = jnp.einsum("...ab,...b->...a", dh_dh, trace_f)
-    return (alpha_f * propagated + (1.0 - alpha_f) * df).astype(trace_f.dtype)
+    return (alpha_f * propagated + fresh).astype(trace_f.dtype)
 
 
 def bias_correction(alpha_f: float, num_updates: Any) -> Any:

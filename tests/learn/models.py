@@ -114,8 +114,10 @@ class LeakyLora(LeakyCell):
     def __init__(self):
         super().__init__()
         self.lora = brainstate.ParamState(
-            {"B": 0.5 * jax.random.normal(jax.random.PRNGKey(7), (NUM_IN, 2)),
-             "A": 0.5 * jax.random.normal(jax.random.PRNGKey(8), (2, NUM_HID))}
+            {
+                "B": 0.5 * jax.random.normal(jax.random.PRNGKey(7), (NUM_IN, 2)),
+                "A": 0.5 * jax.random.normal(jax.random.PRNGKey(8), (2, NUM_HID)),
+            }
         )
 
     def op(self, x):
