@@ -89,9 +89,15 @@ class LiveExplorer(Explorer):
             for n in self.session.recorder.names
             if n.split("/")[0] in ("trace", "trace_x", "trace_f")
         ]
-        return [
+        panels = [
             {"name": n, "kind": "line", "title": "loss" if n == "loss" else f"‖{n}‖"} for n in names
         ]
+        for name, shape in self.session.recorder.spec.items():
+            kind = name.split("/")[0]
+            if kind in ("df", "dhdh") and shape:
+                title = ("dh/dy " if kind == "df" else "dh/dh diagonal ") + name.split("/", 1)[1]
+                panels.append({"name": name, "kind": "heatmap", "title": title})
+        return panels
 
     def _on_session_event(self, session: Session, event: str) -> None:
         now = time.monotonic()
