@@ -178,7 +178,7 @@ def main() -> None:
     out = (
         Path(__file__).parent
         / "results"
-        / f"session_overhead-{args.algorithm}-{platform.node()}.json"
+        / f"session_overhead-{args.algorithm}-h{args.hidden}-spf{spf}-{platform.node()}.json"
     )
     out.write_text(json.dumps(record, indent=2) + "\n")
 
