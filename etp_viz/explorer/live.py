@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import numpy as np
+import traitlets
 
 from .session import SESSION_OPTIONS, Session
 from .widget import Explorer, validate_options
@@ -32,7 +33,14 @@ LIVE_WINDOW = 500
 
 
 class LiveExplorer(Explorer):
-    """The explorer widget with a live online-learning :class:`Session` attached."""
+    """The explorer widget with a live online-learning :class:`Session` attached.
+
+    ``live_status`` (synced) tells the front end the step, whether a run is going, the device,
+    the algorithm, the ES-D-RTRL decay, ``steps_per_frame`` and which series are sent
+    (``record``: None for all).
+    """
+
+    live_status = traitlets.Dict().tag(sync=True)
 
     def __init__(self, graph: Any, session: Session, *, max_rate: float = 20.0, **options):
         super().__init__(graph, **options)
@@ -40,6 +48,7 @@ class LiveExplorer(Explorer):
         self.max_rate = float(max_rate)
         self._last_push = 0.0
         self.pushes = 0
+        self.record: set[str] | None = None
         self.live_panels = self._panel_specs()
         self._requests.update(
             {
@@ -51,6 +60,7 @@ class LiveExplorer(Explorer):
             }
         )
         session.observe(self._on_session_event)
+        self._update_status()
 
     # -- the Python API (delegates) --------------------------------------------------------
     def step(self, n: int = 1) -> Any:
@@ -80,7 +90,10 @@ class LiveExplorer(Explorer):
 
     def frontend_state(self) -> dict[str, Any]:
         """The synced state plus the recorded history (what a saved HTML embeds)."""
-        return super().frontend_state() | {"live_history": self.session.history.to_json()}
+        return super().frontend_state() | {
+            "live_history": self.session.history.to_json(),
+            "live_status": dict(self.live_status),
+        }
 
     # -- session → front end ---------------------------------------------------------------
     def _panel_specs(self) -> list[dict[str, str]]:
@@ -97,6 +110,9 @@ class LiveExplorer(Explorer):
             if kind in ("df", "dhdh") and shape:
                 title = ("dh/dy " if kind == "df" else "dh/dh diagonal ") + name.split("/", 1)[1]
                 panels.append({"name": name, "kind": "heatmap", "title": title})
+        if getattr(self.session, "_fidelity", None) is not None:
+            title = "gradient fidelity vs BPTT (cosine, rel. error)"
+            panels.append({"name": "fidelity", "kind": "fidelity", "title": title})
         return panels
 
     def _on_session_event(self, session: Session, event: str) -> None:
@@ -105,6 +121,7 @@ class LiveExplorer(Explorer):
             return  # at most max_rate pushes a second; the last frame is pushed on stop
         self._last_push = now
         self.push_history()
+        self._update_status(running=event in ("started", "frame") and session.running)
         message = session.error or (session.history.failure or {}).get("message") or ""
         if message or event == "reset":
             self.error = message
@@ -115,7 +132,11 @@ class LiveExplorer(Explorer):
         if history.num_steps == 0:
             return
         for spec in self.live_panels:
+            if self.record is not None and spec["name"] not in self.record | {"loss"}:
+                continue
             values = history.metrics.get(spec["name"])
+            if spec["name"] == "fidelity" and history.fidelity:
+                values = [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity]
             if values is not None:
                 self.push_live(
                     spec["name"],
@@ -125,13 +146,62 @@ class LiveExplorer(Explorer):
         self.pushes += 1
 
     def _call(self, method: Any, *args: Any) -> dict[str, Any]:
-        method(*args)
+        try:
+            method(*args)
+        finally:
+            self._update_status()
         return {"step": self.session.step_count, "running": self.session.running}
 
+    def _update_status(self, running: bool | None = None) -> None:
+        session = self.session
+        self.live_status = {
+            "step": int(session.step_count),
+            "running": session.running if running is None else running,
+            "halted": session.halted,
+            "device": session.history.meta.get("device", ""),
+            "algorithm": session.history.meta.get("algorithm", ""),
+            "decay": getattr(session.algorithm, "alpha_x", None),
+            "steps_per_frame": session.steps_per_frame,
+            "record": None if self.record is None else sorted(self.record),
+        }
+
     def _request_set(self, params: dict) -> dict[str, Any]:
+        """``live_set``: ``steps_per_frame``; ``decay`` (ES-D-RTRL: both trace decays, the
+        next frame recompiles); ``record``: the series to send (None: all; the device ring
+        keeps recording every series, so a selection costs no recompilation)."""
+        unknown = sorted(set(params) - {"steps_per_frame", "decay", "record"})
+        if unknown:
+            raise TypeError(f"live_set got {unknown}; valid: decay, record, steps_per_frame")
         if "steps_per_frame" in params:
             self.session.steps_per_frame = max(1, int(params["steps_per_frame"]))
-        return {"steps_per_frame": self.session.steps_per_frame}
+        if "decay" in params:
+            self._set_decay(params["decay"])
+        if "record" in params:
+            record = params["record"]
+            names = {p["name"] for p in self.live_panels}
+            if record is not None and not set(record) <= names:
+                raise ValueError(f"unknown series {sorted(set(record) - names)}; known: {names}")
+            self.record = None if record is None else set(record)
+            self.push_history()
+        self._update_status()
+        return {
+            "steps_per_frame": self.session.steps_per_frame,
+            "decay": self.live_status["decay"],
+            "record": self.live_status["record"],
+        }
+
+    def _set_decay(self, decay: Any) -> None:
+        algorithm = self.session.algorithm
+        if not hasattr(algorithm, "alpha_x"):
+            raise ValueError("`decay` applies to ES-D-RTRL only (algorithm='es_d_rtrl').")
+        from etp_viz.learn.trace_math import resolve_decay
+
+        alphas = resolve_decay(decay)
+        if self.session.running:
+            raise RuntimeError("Pause the run before changing the decay.")
+        with self.session._lock:
+            algorithm.alpha_x, algorithm.alpha_f = alphas
+            self.session._jit_step = None  # the decay is a constant of the compiled frame
 
 
 def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
