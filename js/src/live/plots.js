@@ -1,0 +1,214 @@
+// @ts-check
+/**
+ * Canvas plots of the live panels, fed float32 buffers: lines (loss, trace magnitudes,
+ * fidelity) and heatmaps (units × recent time, diverging colours centred at 0, outliers
+ * trimmed by quantile). Plain 2D canvas: no dependency, cheap enough for 20 redraws a second.
+ */
+import { diverging, css, sequential } from "./colormap.js";
+import { extent, symmetricRange } from "./series.js";
+
+const MARGIN = { left: 46, right: 8, top: 6, bottom: 16 };
+const AXIS = "#888";
+const FONT = "10px sans-serif";
+
+/** A compact number label. */
+export function formatNumber(/** @type {number} */ v) {
+  if (!Number.isFinite(v)) return String(v);
+  const a = Math.abs(v);
+  if (a !== 0 && (a >= 1e4 || a < 1e-2)) return v.toExponential(1);
+  return Number(v.toPrecision(3)).toString();
+}
+
+/** Clear the canvas and return its context and plot box (null without a 2D context). */
+function begin(/** @type {HTMLCanvasElement} */ canvas, right = MARGIN.right) {
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return null;
+  const { width, height } = canvas;
+  ctx.clearRect(0, 0, width, height);
+  ctx.font = FONT;
+  const box = { x: MARGIN.left, y: MARGIN.top, w: width - MARGIN.left - right, h: height - MARGIN.top - MARGIN.bottom };
+  return { ctx, box };
+}
+
+function emptyMessage(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ box, text = "no data yet") {
+  ctx.fillStyle = "#999";
+  ctx.textAlign = "center";
+  ctx.fillText(text, box.x + box.w / 2, box.y + box.h / 2);
+}
+
+/** Axes frame with y labels (top/bottom) and x labels (first/last step). */
+function axes(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ box, /** @type {string[]} */ y, /** @type {string[]} */ x) {
+  ctx.strokeStyle = AXIS;
+  ctx.lineWidth = 1;
+  ctx.strokeRect(box.x + 0.5, box.y + 0.5, box.w, box.h);
+  ctx.fillStyle = "#555";
+  ctx.textAlign = "right";
+  ctx.textBaseline = "top";
+  ctx.fillText(y[0], box.x - 3, box.y);
+  ctx.textBaseline = "bottom";
+  ctx.fillText(y[1], box.x - 3, box.y + box.h);
+  ctx.textBaseline = "top";
+  ctx.textAlign = "left";
+  ctx.fillText(x[0], box.x, box.y + box.h + 2);
+  ctx.textAlign = "right";
+  ctx.fillText(x[1], box.x + box.w, box.y + box.h + 2);
+  ctx.textBaseline = "alphabetic";
+}
+
+/**
+ * Line plot of one or more series sharing the step axis (aligned on their last step).
+ * @param {HTMLCanvasElement} canvas
+ * @param {{values: ArrayLike<number>, colour: string, label?: string}[]} lines
+ * @param {{logY?: boolean, lastStep?: number, marker?: number | null, yMin?: number, yMax?: number, xLabels?: string[]}} [options]
+ * @returns {{min: number, max: number} | null}  the y range drawn
+ */
+export function drawLines(canvas, lines, options = {}) {
+  const frame = begin(canvas);
+  if (!frame) return null;
+  const { ctx, box } = frame;
+  const n = Math.max(0, ...lines.map((l) => l.values.length));
+  const logY = Boolean(options.logY);
+  const transform = (/** @type {number} */ v) => (logY ? (v > 0 ? Math.log10(v) : NaN) : v);
+  let min = Infinity, max = -Infinity;
+  for (const line of lines) {
+    const e = extent(Array.from(line.values, transform));
+    min = Math.min(min, e.min); max = Math.max(max, e.max);
+  }
+  if (options.yMin !== undefined) min = Math.min(min, transform(options.yMin));
+  if (options.yMax !== undefined) max = Math.max(max, transform(options.yMax));
+  if (!n || !Number.isFinite(min)) {
+    emptyMessage(ctx, box, n ? (logY ? "no positive values (log-y)" : "no finite values") : "no data yet");
+    return null;
+  }
+  if (max - min < 1e-12) { min -= 0.5; max += 0.5; }
+  const pad = (max - min) * 0.05;
+  min -= pad; max += pad;
+  const lastStep = options.lastStep ?? n - 1;
+  const firstStep = lastStep - n + 1;
+  const xOf = (/** @type {number} */ step) => box.x + (n > 1 ? ((step - firstStep) / (n - 1)) * box.w : box.w / 2);
+  const yOf = (/** @type {number} */ v) => box.y + box.h - ((v - min) / (max - min)) * box.h;
+  const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
+  axes(ctx, box, [label(max), label(min)], options.xLabels || [String(firstStep), String(lastStep)]);
+  if (options.marker != null && options.marker >= firstStep && options.marker <= lastStep + 1) {
+    ctx.strokeStyle = "#d62728";
+    ctx.setLineDash([3, 3]);
+    ctx.beginPath();
+    const x = Math.min(xOf(options.marker), box.x + box.w - 1);
+    ctx.moveTo(x, box.y); ctx.lineTo(x, box.y + box.h);
+    ctx.stroke();
+    ctx.setLineDash([]);
+  }
+  lines.forEach((line, k) => {
+    const offset = n - line.values.length;
+    ctx.strokeStyle = line.colour;
+    ctx.fillStyle = line.colour;
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    let pen = false;
+    for (let i = 0; i < line.values.length; i++) {
+      const v = transform(line.values[i]);
+      if (!Number.isFinite(v)) { pen = false; continue; }
+      const x = xOf(firstStep + offset + i), y = yOf(v);
+      if (pen) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+      pen = true;
+      if (line.values.length === 1) ctx.fillRect(x - 2, y - 2, 4, 4);
+    }
+    ctx.stroke();
+    if (line.label && lines.length > 1) {
+      ctx.textAlign = "right";
+      ctx.fillText(line.label, box.x + box.w - 3, box.y + 11 + 11 * k);
+    }
+  });
+  return { min, max };
+}
+
+/**
+ * Heatmap of `[T, units]` (time left to right, units top to bottom), diverging colours
+ * centred at 0; the colour range is the `1 - trim` quantile of |v| (outliers saturate).
+ * @param {HTMLCanvasElement} canvas
+ * @param {Float32Array} data
+ * @param {number[]} shape
+ * @param {{trim?: number, lastStep?: number}} [options]
+ * @returns {number | null}  the colour range (±) used
+ */
+export function drawHeatmap(canvas, data, shape, options = {}) {
+  const frame = begin(canvas, 34);
+  if (!frame) return null;
+  const { ctx, box } = frame;
+  const [rows, units] = shape.length === 2 ? shape : [data.length, 1];
+  if (!rows || !units) { emptyMessage(ctx, box); return null; }
+  const range = symmetricRange(data, options.trim ?? 0.01);
+  const image = ctx.createImageData(rows, units);
+  for (let t = 0; t < rows; t++) {
+    for (let u = 0; u < units; u++) {
+      const rgb = diverging(data[t * units + u] / range);
+      const p = (u * rows + t) * 4;
+      image.data[p] = rgb[0]; image.data[p + 1] = rgb[1]; image.data[p + 2] = rgb[2]; image.data[p + 3] = 255;
+    }
+  }
+  const tile = document.createElement("canvas");
+  tile.width = rows; tile.height = units;
+  const tileCtx = tile.getContext("2d");
+  if (tileCtx) tileCtx.putImageData(image, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(tile, box.x, box.y, box.w, box.h);
+  const lastStep = options.lastStep ?? rows - 1;
+  axes(ctx, box, ["unit 0", `unit ${units - 1}`], [String(lastStep - rows + 1), String(lastStep)]);
+  colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(diverging(1 - 2 * t)), [`+${formatNumber(range)}`, `−${formatNumber(range)}`]);
+  return range;
+}
+
+/**
+ * A vertical colour bar (top = `colourAt(0)`), labels at top and bottom.
+ * @param {CanvasRenderingContext2D} ctx
+ * @param {number} x @param {number} y @param {number} height
+ * @param {(t: number) => string} colourAt
+ * @param {string[]} labels
+ */
+export function colourBar(ctx, x, y, height, colourAt, labels) {
+  for (let i = 0; i < height; i++) {
+    ctx.fillStyle = colourAt(i / Math.max(height - 1, 1));
+    ctx.fillRect(x, y + i, 8, 1);
+  }
+  ctx.fillStyle = "#555";
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
+  ctx.fillText(labels[0], x - 4, Math.max(y - 6, 0));
+  ctx.textBaseline = "bottom";
+  ctx.fillText(labels[1], x - 4, y + height + 10);
+  ctx.textBaseline = "alphabetic";
+}
+
+/** A horizontal sequential colour ramp with min/max labels (the graph legend). */
+export function drawRamp(/** @type {HTMLCanvasElement} */ canvas, /** @type {string} */ low, /** @type {string} */ high) {
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return;
+  const { width, height } = canvas;
+  ctx.clearRect(0, 0, width, height);
+  for (let i = 0; i < width; i++) {
+    ctx.fillStyle = css(sequential(i / Math.max(width - 1, 1)));
+    ctx.fillRect(i, 0, 1, height - 12);
+  }
+  ctx.font = FONT;
+  ctx.fillStyle = "#555";
+  ctx.textBaseline = "bottom";
+  ctx.textAlign = "left";
+  ctx.fillText(low, 0, height);
+  ctx.textAlign = "right";
+  ctx.fillText(high, width, height);
+}
+
+/**
+ * Fidelity panel: cosine and relative error of the online gradient against BPTT, one row
+ * per checkpoint (`[n, 3]`: step, cosine, relative error).
+ */
+export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type {Float32Array} */ data, /** @type {number[]} */ shape) {
+  const n = shape[0] || 0;
+  const cosine = new Float32Array(n), relError = new Float32Array(n);
+  for (let i = 0; i < n; i++) { cosine[i] = data[i * 3 + 1]; relError[i] = data[i * 3 + 2]; }
+  const xLabels = n ? [`step ${data[0]}`, `step ${data[(n - 1) * 3]}`] : undefined;
+  return drawLines(canvas, [
+    { values: cosine, colour: "#1f77b4", label: `cosine ${n ? formatNumber(cosine[n - 1]) : ""}` },
+    { values: relError, colour: "#ff7f0e", label: `rel. error ${n ? formatNumber(relError[n - 1]) : ""}` },
+  ], { yMin: 0, yMax: 1, xLabels });
+}

@@ -1,0 +1,121 @@
+// @ts-check
+/**
+ * Live series on the page: the recent window of each metric (float32, as pushed by
+ * etp_viz/explorer/live.py, or read from a saved page's `live_history`), and the pure maths
+ * the panels need (smoothing, quantiles, per-relation trace magnitude).
+ */
+
+/**
+ * @typedef {object} Series
+ * @property {Float32Array} data  C order, `shape`
+ * @property {number[]} shape  `[T]` (lines), `[T, units]` (heatmaps), `[n, 3]` (fidelity)
+ * @property {number} lastStep  global step of the last row (-1 when unknown)
+ */
+
+/** Exponential moving average (`alpha` = weight of the past, 0 = none); NaN stays NaN. */
+export function smooth(/** @type {ArrayLike<number>} */ values, alpha = 0) {
+  const out = new Float32Array(values.length);
+  let state = NaN;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!Number.isFinite(v)) { out[i] = v; continue; }
+    state = Number.isFinite(state) ? alpha * state + (1 - alpha) * v : v;
+    out[i] = state;
+  }
+  return out;
+}
+
+/** The `q` quantile (0..1) of the finite values (linear interpolation); NaN when none. */
+export function quantile(/** @type {ArrayLike<number>} */ values, /** @type {number} */ q) {
+  const finite = Array.from(values).filter(Number.isFinite).sort((a, b) => a - b);
+  if (!finite.length) return NaN;
+  const x = Math.min(Math.max(q, 0), 1) * (finite.length - 1);
+  const i = Math.floor(x);
+  return i + 1 < finite.length ? finite[i] + (finite[i + 1] - finite[i]) * (x - i) : finite[i];
+}
+
+/**
+ * The symmetric colour range of a heatmap: the `1 - trim` quantile of |v| (so the `trim`
+ * fraction of largest magnitudes saturates instead of washing out the rest).
+ */
+export function symmetricRange(/** @type {ArrayLike<number>} */ values, trim = 0.01) {
+  const abs = Float32Array.from(values, Math.abs);
+  const range = quantile(abs, 1 - trim);
+  return Number.isFinite(range) && range > 0 ? range : 1;
+}
+
+/** `{min, max}` of the finite values (positive ones only with `positive`). */
+export function extent(/** @type {ArrayLike<number>} */ values, positive = false) {
+  let min = Infinity, max = -Infinity;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!Number.isFinite(v) || (positive && v <= 0)) continue;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  return { min, max };
+}
+
+/**
+ * Relation id (`r3`) of a trace series name (`trace/r3.g0`, `trace_x/r3`, `trace_f/r3.g1`);
+ * null for anything else.
+ */
+export function relationOf(/** @type {string} */ name) {
+  const match = /^trace(?:_x|_f)?\/(r\d+)(?:\.g\d+)?$/.exec(name);
+  return match ? match[1] : null;
+}
+
+/**
+ * Current trace magnitude of each relation: the root of the sum of squares of the latest value
+ * of every trace series of the relation (groups, and ε_x/ε_f for ES-D-RTRL).
+ * @param {Map<string, Series>} series
+ * @returns {Map<string, number>}
+ */
+export function relationMagnitudes(series) {
+  /** @type {Map<string, number>} */
+  const sums = new Map();
+  for (const [name, s] of series) {
+    const relation = relationOf(name);
+    if (!relation || !s.data.length) continue;
+    const last = s.data[s.data.length - 1];
+    if (!Number.isFinite(last)) continue;
+    sums.set(relation, (sums.get(relation) || 0) + last * last);
+  }
+  return new Map([...sums].map(([r, s]) => [r, Math.sqrt(s)]));
+}
+
+/**
+ * Series from a saved page's `live_history` (`History.to_json()`: `null` for non-finite),
+ * keeping the last `window` rows like the live pushes.
+ * @param {any} history
+ * @param {{name: string, kind: string}[]} specs
+ * @returns {Map<string, Series>}
+ */
+export function seriesFromHistory(history, specs, window = 500) {
+  /** @type {Map<string, Series>} */
+  const out = new Map();
+  if (!history || !Array.isArray(history.steps) || !history.steps.length) return out;
+  const steps = history.steps;
+  const lastStep = Number(steps[steps.length - 1]);
+  const toNumber = (/** @type {any} */ v) => (v == null ? NaN : Number(v));
+  for (const spec of specs) {
+    if (spec.kind === "fidelity") {
+      const rows = (history.fidelity || []).slice(-window);
+      if (!rows.length) continue;
+      const data = Float32Array.from(rows.flatMap((/** @type {any} */ f) => [f.step, f.cosine, f.rel_error].map(toNumber)));
+      out.set(spec.name, { data, shape: [rows.length, 3], lastStep: Number(rows[rows.length - 1].step) });
+      continue;
+    }
+    const values = history.metrics && history.metrics[spec.name];
+    if (!Array.isArray(values) || !values.length) continue;
+    const rows = values.slice(-window);
+    if (Array.isArray(rows[0])) {
+      const units = rows[0].length;
+      const data = Float32Array.from(rows.flat().map(toNumber));
+      out.set(spec.name, { data, shape: [rows.length, units], lastStep });
+    } else {
+      out.set(spec.name, { data: Float32Array.from(rows.map(toNumber)), shape: [rows.length], lastStep });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,21 @@
+// @ts-check
+/** Styles of the live region (kept here so the live panels stay one self-contained module). */
+export const LIVE_CSS = `
+.etp-live { flex-direction: column; flex-wrap: nowrap; max-height: 60%; overflow: auto; flex-shrink: 0; }
+.etp-live-controls { display: flex; gap: 6px; align-items: center; flex-wrap: wrap; }
+.etp-live-controls label { display: inline-flex; gap: 3px; align-items: center; color: #444; }
+.etp-live-controls input[type=number] { width: 56px; font: inherit; }
+.etp-live-controls .etp-button:disabled { opacity: 0.45; cursor: default; }
+.etp-live-status { color: #555; font-family: ui-monospace, Menlo, monospace; }
+.etp-live-note { color: #8a5a00; background: #fff8e1; padding: 1px 6px; border-radius: 3px; }
+.etp-live-error { background: #fdecea; color: #8a1c1c; padding: 3px 6px; white-space: pre-wrap; font-family: ui-monospace, Menlo, monospace; }
+.etp-live-error[hidden], .etp-live-note[hidden], .etp-live-legend[hidden], .etp-live-panel[hidden], .etp-live-controls [hidden] { display: none; }
+.etp-live-grid { display: flex; gap: 8px; flex-wrap: wrap; }
+.etp-live-panel { border: 1px solid #eee; border-radius: 3px; padding: 2px 4px; }
+.etp-live-panel-head { display: flex; gap: 6px; align-items: center; justify-content: space-between; }
+.etp-live-panel-head label { color: #555; display: inline-flex; gap: 2px; align-items: center; }
+.etp-live-panel-head input[type=range] { width: 70px; }
+.etp-live-legend { display: inline-flex; gap: 4px; align-items: center; color: #444; }
+.etp-live-record { position: relative; }
+.etp-live-record > div { position: absolute; z-index: 2; background: #fff; border: 1px solid #ccc; padding: 4px; max-height: 200px; overflow: auto; white-space: nowrap; }
+`;
