@@ -15,7 +15,8 @@ import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
 import { GraphView, afterFrame } from "./view.js";
 import { legendPanel, weightsPanel, groupsPanel, diagnosticsPanel, inspectorPanel, markSelectedRows } from "./panels.js";
-import { LivePanels, decodeFloat32 } from "./live.js";
+import { decodeFloat32 } from "./live.js";
+import { LivePanels } from "./live/index.js";
 
 /** @typedef {import("./types.js").Selection} Selection */
 
@@ -108,7 +109,7 @@ export class ExplorerApp {
     this.errorEl = h("div", { class: "etp-error", role: "alert", hidden: true });
     // The live region: its own element and API (LivePanels), filled by the live session.
     this.liveEl = h("div", { class: "etp-live", "data-region": "live", hidden: true });
-    this.live = new LivePanels(this.liveEl);
+    this.live = new LivePanels(this.liveEl, this);
     this.root = h("div", { class: "etp-explorer" }, style, toolbar,
       h("div", { class: "etp-main" }, this.graphPane, this.side), this.liveEl, this.errorEl);
     this.el.append(this.root);
@@ -355,7 +356,7 @@ export class ExplorerApp {
       else entry.resolve(msg.result);
     } else if (msg.type === "live") {
       if (!buffers || !buffers.length) throw new Error(`live message '${msg.name}' without a buffer`);
-      this.live.update(msg.name, decodeFloat32(buffers[0]), msg.shape);
+      this.live.update(msg.name, decodeFloat32(buffers[0]), msg.shape, msg);
     } else if (msg.type === "error") {
       this.showError(msg.message, "python");
     }
@@ -364,6 +365,7 @@ export class ExplorerApp {
   dispose() {
     for (const [event, cb] of this.listeners) this.model.off(event, cb);
     for (const entry of this.requests.values()) clearTimeout(entry.timer);
+    this.live.dispose();
     this.layout.dispose();
   }
 }
