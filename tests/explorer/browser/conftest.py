@@ -93,13 +93,30 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS, headless=True
-        )
+def browser_type_launch_args() -> dict:
+    """pytest-playwright (used by pytest-ipywidgets) launches Debian chromium: never a
+    downloaded browser."""
+    return {"executable_path": chromium_path(), "args": CHROMIUM_ARGS, "headless": True}
+
+
+@pytest.fixture(scope="session")
+def browser(request, browser_type_launch_args):
+    """The session's Chromium. The Playwright driver is pytest-playwright's when that plugin
+    is installed (one driver per process, shared with the solara comm tests)."""
+    pytest.importorskip("playwright.sync_api")
+    try:
+        playwright = request.getfixturevalue("playwright")
+    except pytest.FixtureLookupError:
+        playwright = None
+    if playwright is not None:
+        browser = playwright.chromium.launch(**browser_type_launch_args)
+        yield browser
+        browser.close()
+        return
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(**browser_type_launch_args)
         yield browser
         browser.close()
 
