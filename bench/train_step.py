@@ -226,6 +226,24 @@ def summarize(results: list) -> dict:
     return summary
 
 
+def markdown_table(report: dict) -> str:
+    """The README table: one row per (n, T), median seconds and peak RSS per algorithm."""
+    by = {(r["algorithm"], r["n"], r["T"]): r for r in report["results"]}
+    head = "| n | T | " + " | ".join(f"{a} s (RSS MiB)" for a in ALGORITHMS) + " | floor ms |"
+    lines = [head, "|" + "---|" * (3 + len(ALGORITHMS))]
+    for n, length in sorted({(r["n"], r["T"]) for r in report["results"]}):
+        cells = []
+        for algorithm in ALGORITHMS:
+            r = by.get((algorithm, n, length), {})
+            cells.append(
+                f"{r['median_s']:.4g} ({r['peak_rss_mib']:.0f})" if "median_s" in r else "n/a"
+            )
+        floor = by.get(("d_rtrl", n, length), {}).get("trace_floor_s")
+        floor_cell = f"{1e3 * floor:.3g}" if floor else "n/a"
+        lines.append(f"| {n} | {length} | " + " | ".join(cells) + f" | {floor_cell} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", nargs=3, metavar=("ALGORITHM", "N", "T"))
@@ -235,7 +253,14 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="*", default=list(LENGTHS))
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--table", metavar="RESULTS_JSON", help="print the README table")
     args = parser.parse_args()
+    if args.table:
+        with open(args.table) as f:
+            report = json.load(f)
+        print(markdown_table(report))
+        print(json.dumps(report.get("summary", {}), indent=1))
+        return
     if args.one:
         algorithm, n, length = args.one[0], int(args.one[1]), int(args.one[2])
         print(json.dumps(run_one(algorithm, n, length, args.repeats)))

@@ -98,8 +98,22 @@ class ExecutionPlan:
         return self.module_info.consts
 
     @property
+    def num_const_invars(self) -> int:
+        """Leading invars that hold the jaxpr's constants. jax 0.12 traces closed-over arrays
+        as invars (no constvars) while ``module_info.consts`` still lists their values."""
+        if self.jaxpr.constvars or not self.consts:
+            return 0
+        return len(self.consts)
+
+    @property
+    def input_invars(self) -> list:
+        """``[*model-arg leaves, *state leaves]``: what ``invals`` binds, in order."""
+        return list(self.jaxpr.invars[self.num_const_invars :])
+
+    @property
     def state_invars(self) -> list:
-        return list(self.jaxpr.invars[self.module_info.num_arg_leaves :])
+        num_states = sum(len(jax.tree.leaves(t)) for t in self.module_info.state_tree_invars)
+        return list(self.jaxpr.invars[len(self.jaxpr.invars) - num_states :])
 
     @property
     def hidden_outvars(self) -> list:
@@ -129,8 +143,11 @@ def interpret(
     def read(atom):
         return env[atom] if _compat.is_var(atom) else atom.val
 
-    env.update(zip(jaxpr.constvars, plan.consts))
-    env.update(zip(jaxpr.invars, invals))
+    if plan.num_const_invars:
+        env.update(zip(jaxpr.invars[: plan.num_const_invars], plan.consts))
+    else:
+        env.update(zip(jaxpr.constvars, plan.consts))
+    env.update(zip(plan.input_invars, invals))
     for var, value in replace.items():
         if var in env:
             env[var] = value
@@ -231,7 +248,7 @@ class ETraceGraphExecutor:
         vanilla RNN whose only recurrence goes through its ETP weight): the algorithms then
         skip reading the previous trace.
         """
-        positions = {var: i for i, var in enumerate(self.plan.jaxpr.invars)}
+        positions = {var: i for i, var in enumerate(self.plan.input_invars)}
         result = {}
         for group in self.plan.groups:
             if not group.transition_jaxpr.eqns:  # empty transition: D is exactly zero
