@@ -80,6 +80,7 @@ export function drawLines(canvas, lines, options = {}) {
     emptyMessage(ctx, box, n ? (logY ? "no positive values (log-y)" : "no finite values") : "no data yet");
     return null;
   }
+  const [dataMin, dataMax] = [min, max];
   if (max - min < 1e-12) { min -= 0.5; max += 0.5; }
   const pad = (max - min) * 0.05;
   min -= pad; max += pad;
@@ -88,7 +89,7 @@ export function drawLines(canvas, lines, options = {}) {
   const xOf = (/** @type {number} */ step) => box.x + (n > 1 ? ((step - firstStep) / (n - 1)) * box.w : box.w / 2);
   const yOf = (/** @type {number} */ v) => box.y + box.h - ((v - min) / (max - min)) * box.h;
   const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
-  axes(ctx, box, [label(max), label(min)], options.xLabels || [String(firstStep), String(lastStep)]);
+  axes(ctx, box, [label(dataMax), label(dataMin)], options.xLabels || [String(firstStep), String(lastStep)]);
   if (options.marker != null && options.marker >= firstStep && options.marker <= lastStep + 1) {
     ctx.strokeStyle = "#d62728";
     ctx.setLineDash([3, 3]);
@@ -132,7 +133,7 @@ export function drawLines(canvas, lines, options = {}) {
  * @returns {number | null}  the colour range (±) used
  */
 export function drawHeatmap(canvas, data, shape, options = {}) {
-  const frame = begin(canvas, 34);
+  const frame = begin(canvas, 46);
   if (!frame) return null;
   const { ctx, box } = frame;
   const [rows, units] = shape.length === 2 ? shape : [data.length, 1];

@@ -1,7 +1,9 @@
 // @ts-check
 /** Styles of the live region (kept here so the live panels stay one self-contained module). */
 export const LIVE_CSS = `
-.etp-live { flex-direction: column; flex-wrap: nowrap; max-height: 60%; overflow: auto; flex-shrink: 0; }
+.etp-live { flex-direction: column; flex-wrap: nowrap; flex-shrink: 0; }
+.etp-explorer:has(> .etp-live:not([hidden])) { height: auto !important; }
+.etp-explorer:has(> .etp-live:not([hidden])) > .etp-main { flex: none; height: 440px; }
 .etp-live-controls { display: flex; gap: 6px; align-items: center; flex-wrap: wrap; }
 .etp-live-controls label { display: inline-flex; gap: 3px; align-items: center; color: #444; }
 .etp-live-controls input[type=number] { width: 56px; font: inherit; }
