@@ -1,0 +1,52 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { smooth, quantile, symmetricRange, relationOf, relationMagnitudes, seriesFromHistory } from "../src/live/series.js";
+import { diverging, sequential } from "../src/live/colormap.js";
+import { logPositions } from "../src/live/graph-colour.js";
+import { panelOf } from "../src/live/index.js";
+
+test("smoothing is an EMA that keeps NaN gaps", () => {
+  assert.deepEqual([...smooth([1, 3, NaN, 5], 0)], [1, 3, NaN, 5]);
+  assert.deepEqual([...smooth([2, 4], 0.5)], [2, 3]);
+});
+
+test("quantile trimming: the top fraction of |v| saturates", () => {
+  const values = Float32Array.from({ length: 101 }, (_, i) => i - 50);
+  values[100] = 1e6;
+  assert.equal(quantile([0, 10], 0.5), 5);
+  assert.equal(symmetricRange(values, 0), 1e6);
+  assert.ok(symmetricRange(values, 0.05) < 60);
+  assert.equal(symmetricRange([0, 0], 0.01), 1);
+});
+
+test("diverging map is white at 0, blue below, red above; NaN grey", () => {
+  assert.deepEqual(diverging(0), [247, 247, 247]);
+  const [r1, , b1] = diverging(-1), [r2, , b2] = diverging(1);
+  assert.ok(b1 > r1 && r2 > b2);
+  assert.deepEqual(diverging(NaN), [150, 150, 150]);
+  assert.deepEqual(sequential(2), sequential(1));
+});
+
+test("trace series map to relations; magnitudes combine groups and ES traces", () => {
+  assert.equal(relationOf("trace/r3.g0"), "r3");
+  assert.equal(relationOf("trace_x/r1"), "r1");
+  assert.equal(relationOf("df/r0.g0"), null);
+  const s = (v) => ({ data: Float32Array.from(v), shape: [v.length], lastStep: v.length - 1 });
+  const m = relationMagnitudes(new Map([["trace_x/r0", s([9, 3])], ["trace_f/r0.g0", s([4])], ["trace/r1.g0", s([NaN])], ["loss", s([1])]]));
+  assert.deepEqual([...m], [["r0", 5]]);
+  const { positions } = logPositions(new Map([["r0", 1], ["r1", 100], ["r2", 10]]));
+  assert.deepEqual([...positions.values()], [0, 1, 0.5]);
+});
+
+test("a saved history becomes series (null -> NaN, heatmaps [T, units], fidelity [n, 3])", () => {
+  const history = { steps: [0, 1, 2], metrics: { loss: [3, null, 1], "df/r0.g0": [[1, 2], [3, 4], [5, 6]] },
+    fidelity: [{ step: 2, cosine: 0.9, rel_error: 0.1 }] };
+  const specs = [{ name: "loss", kind: "line" }, { name: "df/r0.g0", kind: "heatmap" }, { name: "fidelity", kind: "fidelity" }];
+  const series = seriesFromHistory(history, specs, 2);
+  assert.ok(Number.isNaN(series.get("loss").data[0]) && series.get("loss").lastStep === 2);
+  assert.deepEqual(series.get("df/r0.g0").shape, [2, 2]);
+  assert.deepEqual([...series.get("df/r0.g0").data], [3, 4, 5, 6]);
+  assert.deepEqual(series.get("fidelity").shape, [1, 3]);
+  assert.equal(panelOf({ name: "trace_f/r0.g1", kind: "line" }), "traces");
+  assert.equal(panelOf({ name: "loss", kind: "line" }), "loss");
+});
