@@ -2,9 +2,12 @@
 
 The session's jitted frame (a ``scan`` over the frame's steps) makes one row per step
 (:meth:`Recorder.check_row` in the scan body; the rows are the scan's stacked output) and
-scatters the block into fixed-size device arrays once per frame (:meth:`Recorder.write_rows`;
-one buffer per metric, shape ``(capacity, *metric_shape)``). Nothing leaves the device during a
-frame; the host pulls the frame's new rows **once per UI frame** with :meth:`Recorder.drain`.
+scatters the block into ONE packed device array once per frame (:meth:`Recorder.write_rows`;
+shape ``(capacity, width)``: every metric flattened into its own columns, see
+:attr:`Recorder.columns`), so a step's recording is one concatenation, one finiteness test and
+one row; the guard's failure record is a column mask mapped back to metric names on the host.
+Nothing leaves the device during a frame; the host pulls the frame's new rows **once per UI
+frame** with :meth:`Recorder.drain`.
 The ring also carries the non-finite guard: the first step whose metrics contain NaN/inf sets
 ``halted``, records which metrics went bad, and every later row is not written, so the recorded
 history stops right before the failure and stays intact.
@@ -79,39 +82,54 @@ class Recorder:
         self._drained = 0
         #: Device outputs of the frames dispatched since the last drain (see :meth:`pack`).
         self.pending: list[tuple[jax.Array, jax.Array]] = []
-        self.columns = [(n, int(np.prod(self.spec[n], dtype=np.int64))) for n in self.names]
+        self.sizes = {n: int(np.prod(self.spec[n], dtype=np.int64)) for n in self.names}
+        #: Metric name → its ``[start, stop)`` columns in the packed row.
+        self.columns: dict[str, tuple[int, int]] = {}
+        for name in self.names:
+            start = sum(b - a for a, b in self.columns.values())
+            self.columns[name] = (start, start + self.sizes[name])
+        self.width = sum(self.sizes.values())
 
     def init(self) -> dict[str, Any]:
-        """A fresh ring (device arrays): buffers, write count, halt flag and failure record."""
-        buffers = {
-            name: jnp.zeros((self.capacity, *shape), self.dtype)
-            for name, shape in self.spec.items()
-        }
+        """A fresh ring (device arrays): ONE packed ``(capacity, width)`` buffer, write count,
+        halt flag and failure record (which columns went non-finite)."""
         self._drained = 0
         self.pending = []
         return {
-            "buffers": buffers,
+            "rows": jnp.zeros((self.capacity, self.width), self.dtype),
             "count": jnp.zeros((), jnp.int32),
             "halted": jnp.zeros((), jnp.bool_),
             "bad_step": jnp.full((), -1, jnp.int32),
-            "bad_mask": jnp.zeros((len(self.names),), jnp.bool_),
+            "bad_cols": jnp.zeros((self.width,), jnp.bool_),
         }
 
     def status_of(self, ring: dict[str, Any]) -> dict[str, Any]:
         """The ring's small bookkeeping (count, halt flag, failure record): a scan carry."""
-        return {k: ring[k] for k in ("count", "halted", "bad_step", "bad_mask")}
+        return {k: ring[k] for k in ("count", "halted", "bad_step", "bad_cols")}
 
-    def check_row(self, status: dict[str, Any], metrics: dict[str, jax.Array]) -> tuple:
-        """One step's row, its write flag and the updated status (traceable; the scan body).
+    def pack_row(self, metrics: dict[str, jax.Array]) -> jax.Array:
+        """The metrics as one ``(width,)`` vector in column order (traceable: one concat)."""
+        missing = [n for n in self.names if n not in metrics]
+        if missing:
+            raise KeyError(f"Recorder.write is missing metrics {missing}; expected {self.names}.")
+        parts = [jnp.asarray(metrics[n], self.dtype).reshape(-1) for n in self.names]
+        for name, part in zip(self.names, parts):
+            if part.shape[0] != self.sizes[name]:
+                raise ValueError(
+                    f"Metric {name!r} has {part.shape[0]} values; the spec says "
+                    f"{self.spec[name]} ({self.sizes[name]} values)."
+                )
+        return jnp.concatenate(parts) if parts else jnp.zeros((0,), self.dtype)
+
+    def check_row(self, status: dict[str, Any], metrics: Any) -> tuple:
+        """One step's packed row, its write flag and the updated status (traceable; the scan
+        body). ``metrics``: a dict (packed here) or an already packed ``(width,)`` row.
 
         A row containing a non-finite value is not written; it halts the ring instead (the
         session then pauses and reports ``failure``). Rows after a halt are not written.
         """
-        missing = [n for n in self.names if n not in metrics]
-        if missing:
-            raise KeyError(f"Recorder.write is missing metrics {missing}; expected {self.names}.")
-        row = {n: jnp.asarray(metrics[n], self.dtype).reshape(self.spec[n]) for n in self.names}
-        finite = jnp.stack([jnp.all(jnp.isfinite(row[n])) for n in self.names])
+        row = self.pack_row(metrics) if isinstance(metrics, dict) else metrics
+        finite = jnp.isfinite(row)
         row_ok = jnp.all(finite)
         write_ok = row_ok & ~status["halted"]
         newly_bad = ~row_ok & ~status["halted"]
@@ -119,40 +137,42 @@ class Recorder:
             "count": status["count"] + write_ok.astype(jnp.int32),
             "halted": status["halted"] | ~row_ok,
             "bad_step": jnp.where(newly_bad, status["count"], status["bad_step"]),
-            "bad_mask": jnp.where(newly_bad, ~finite, status["bad_mask"]),
+            "bad_cols": jnp.where(newly_bad, ~finite, status["bad_cols"]),
         }
         return status, row, write_ok
 
     def write_rows(
-        self, ring: dict[str, Any], status: dict[str, Any], rows: dict, written: jax.Array
+        self, ring: dict[str, Any], status: dict[str, Any], rows: jax.Array, written: jax.Array
     ) -> dict[str, Any]:
-        """Scatter a block of rows (``(n, *shape)``, ``n <= capacity``) into the ring once,
-        after the frame's scan; rows whose ``written`` flag is False are dropped."""
+        """Scatter a block of packed rows (``(n, width)``, ``n <= capacity``) into the ring
+        once, after the frame's scan; rows whose ``written`` flag is False are dropped."""
         offsets = jnp.cumsum(written.astype(jnp.int32)) - 1
         slots = jnp.where(written, (ring["count"] + offsets) % self.capacity, self.capacity)
-        buffers = {n: ring["buffers"][n].at[slots].set(rows[n], mode="drop") for n in self.names}
-        return {"buffers": buffers, **status}
+        return {"rows": ring["rows"].at[slots].set(rows, mode="drop"), **status}
 
     def write(self, ring: dict[str, Any], metrics: dict[str, jax.Array]) -> dict[str, Any]:
         """Append one row (traceable); see :meth:`check_row` for the non-finite guard."""
         status, row, written = self.check_row(self.status_of(ring), metrics)
-        block = jax.tree.map(lambda a: a[None], row)
-        return self.write_rows(ring, status, block, written[None])
+        return self.write_rows(ring, status, row[None], written[None])
 
-    def pack(self, status: dict[str, Any], rows: dict, written: jax.Array) -> tuple:
-        """A frame's rows as ONE float32 matrix ``(n, 1 + columns)`` (first column: written)
+    def pack(self, status: dict[str, Any], rows: jax.Array, written: jax.Array) -> tuple:
+        """A frame's rows as ONE float32 matrix ``(n, 1 + width)`` (first column: written)
         plus the status as one int32 vector: what the host transfers (traceable)."""
-        flat = [written.astype(self.dtype)[:, None]]
-        flat += [rows[n].reshape(rows[n].shape[0], -1).astype(self.dtype) for n in self.names]
-        status_vec = jnp.concatenate(
-            [
-                jnp.stack(
-                    [status["count"], status["halted"].astype(jnp.int32), status["bad_step"]]
-                ),
-                status["bad_mask"].astype(jnp.int32),
-            ]
-        )
-        return jnp.concatenate(flat, axis=1), status_vec
+        head = jnp.stack([status["count"], status["halted"].astype(jnp.int32), status["bad_step"]])
+        status_vec = jnp.concatenate([head, status["bad_cols"].astype(jnp.int32)])
+        return jnp.concatenate([written.astype(self.dtype)[:, None], rows], axis=1), status_vec
+
+    def unpack(self, matrix: np.ndarray) -> dict[str, np.ndarray]:
+        """Host side: ``(n, width)`` packed rows → metric name → ``(n, *shape)`` (views)."""
+        return {
+            name: matrix[:, start:stop].reshape(-1, *self.spec[name])
+            for name, (start, stop) in self.columns.items()
+        }
+
+    def bad_names(self, bad_cols: np.ndarray) -> list[str]:
+        """The metrics owning the non-finite columns of a failure record."""
+        bad_cols = np.asarray(bad_cols, bool)
+        return [n for n, (a, b) in self.columns.items() if bad_cols[a:b].any()]
 
     @property
     def written(self) -> int:
@@ -168,30 +188,24 @@ class Recorder:
         """
         if self.pending:
             packs = jax.device_get(self.pending)
-            matrix = np.concatenate([m for m, _ in packs])
+            matrix = packs[0][0] if len(packs) == 1 else np.concatenate([m for m, _ in packs])
             status = packs[-1][1]
             count, halted, bad_step = (int(v) for v in status[:3])
-            matrix = matrix[matrix[:, 0] > 0.5]
+            matrix = matrix[matrix[:, 0] > 0.5, 1:]
             rows = np.arange(self._drained, self._drained + matrix.shape[0])
-            values, column = {}, 1
-            for name, width in self.columns:
-                block = matrix[:, column : column + width]
-                values[name] = block.reshape(-1, *self.spec[name])
-                column += width
-            bad_mask, lost = status[3:], 0
+            bad_cols, lost = status[3:], 0
         else:
             host = jax.device_get(ring)
             count = int(host["count"])
             first = max(self._drained, count - self.capacity)
             lost = first - self._drained
             rows = np.arange(first, count)
-            slots = rows % self.capacity
-            values = {name: np.asarray(host["buffers"][name])[slots] for name in self.names}
-            halted, bad_step, bad_mask = host["halted"], host["bad_step"], host["bad_mask"]
+            matrix = np.asarray(host["rows"])[rows % self.capacity]
+            halted, bad_step, bad_cols = host["halted"], host["bad_step"], host["bad_cols"]
+        values = self.unpack(matrix)
         self._drained = count
         self.pending = []
         failure = None
         if bool(halted):
-            bad = [n for n, b in zip(self.names, np.asarray(bad_mask)) if b]
-            failure = {"step": int(bad_step) + step_offset, "quantities": bad}
+            failure = {"step": int(bad_step) + step_offset, "quantities": self.bad_names(bad_cols)}
         return DrainedRows(rows + step_offset, values, failure, lost)

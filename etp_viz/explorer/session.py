@@ -27,6 +27,7 @@ session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +48,7 @@ from ._sources import (
 from .history import History, load_history
 from .recorder import Recorder
 
-__all__ = ["SESSION_OPTIONS", "Session", "UserCodeError", "load_history"]
+__all__ = ["FRAME_SECONDS", "SESSION_OPTIONS", "Session", "UserCodeError", "load_history"]
 
 #: Keyword options of :class:`Session` (and of ``show`` for a live run), with defaults.
 SESSION_OPTIONS: dict[str, Any] = {
@@ -58,11 +59,17 @@ SESSION_OPTIONS: dict[str, Any] = {
     "optimizer": None,
     "learning_rate": 1e-2,
     "decay": 0.9,
-    "steps_per_frame": 20,
+    "steps_per_frame": "auto",
     "capacity": 1024,
     "fidelity_every": 0,
     "fidelity_window": 20,
 }
+
+
+#: The frame duration ``steps_per_frame='auto'`` aims at (seconds): ~20 UI updates a second.
+FRAME_SECONDS = 0.05
+#: First frame size of ``steps_per_frame='auto'`` (also its lower bound).
+AUTO_FIRST_FRAME = 16
 
 
 def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> None:
@@ -101,8 +108,11 @@ class Session:
         Used when ``optimizer`` is None or a name.
     decay : float, int or pair
         ES-D-RTRL's ``decay_or_rank``.
-    steps_per_frame : int
-        Steps between two host syncs (one transfer of the recorder ring per frame).
+    steps_per_frame : int or 'auto'
+        Steps between two host syncs (one transfer of the recorder ring per frame). ``'auto'``
+        (default) starts at 16 and, from measured frame times, moves to the power of two that
+        makes a background run's frame last about :data:`FRAME_SECONDS` (at most
+        ``capacity``): the per-frame host work is then paid once per ~50 ms, not per step.
     capacity : int
         Rows of the on-device ring buffers (≥ ``steps_per_frame``).
     fidelity_every, fidelity_window : int
@@ -126,7 +136,11 @@ class Session:
         self.data = DataSource(source)
         self.loss_fn = resolve_loss(opts["loss"], opts["task"])
         self.optimizer = build_optimizer(opts["optimizer"], opts["learning_rate"])
-        self.steps_per_frame = int(opts["steps_per_frame"])
+        self._auto_frames = opts["steps_per_frame"] == "auto"
+        self._steps_per_frame = (
+            AUTO_FIRST_FRAME if self._auto_frames else int(opts["steps_per_frame"])
+        )
+        self._timed_sizes: set[int] = set()
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
         self.algorithm = build_algorithm(model, opts["algorithm"], opts["decay"])
@@ -182,8 +196,18 @@ class Session:
             "unavailable": list(self.probe.unavailable),
             "relations": dict(self.probe.relation_names),
             "num_relations": len(getattr(graph, "hidden_param_op_relations", ()) or ()),
-            "steps_per_frame": self.steps_per_frame,
+            "steps_per_frame": "auto" if self._auto_frames else self.steps_per_frame,
         }
+
+    @property
+    def steps_per_frame(self) -> int:
+        """Steps per UI frame (one jitted call, one host sync). Setting it turns 'auto' off."""
+        return self._steps_per_frame
+
+    @steps_per_frame.setter
+    def steps_per_frame(self, value: int) -> None:
+        self._steps_per_frame = max(1, int(value))
+        self._auto_frames = False
 
     @property
     def running(self) -> bool:
@@ -399,7 +423,10 @@ class Session:
                     todo = self.steps_per_frame
                     if n_steps is not None:
                         todo = min(todo, n_steps - done)
-                    done += self._frame(todo)
+                    started = time.perf_counter()
+                    finished = self._frame(todo)
+                    self._adapt_frame_size(finished, time.perf_counter() - started)
+                    done += finished
                     self._notify("frame")
             except UserCodeError:
                 event = "error"
@@ -409,6 +436,22 @@ class Session:
         if self.halted:
             event = "failure"
         self._notify(event)
+
+    def _adapt_frame_size(self, steps: int, seconds: float) -> None:
+        """``steps_per_frame='auto'``: aim at :data:`FRAME_SECONDS` per frame. A size's first
+        frame (compilation) is not timed; sizes are powers of two within ``[16, capacity]`` and
+        change only by a factor >= 2, so a run compiles a handful of frame lengths at most."""
+        size = self.steps_per_frame
+        if not self._auto_frames or steps != size or steps == 0:
+            return
+        if size not in self._timed_sizes:
+            self._timed_sizes.add(size)
+            return
+        target = FRAME_SECONDS * steps / max(seconds, 1e-9)
+        best = 1 << max(int(target).bit_length() - 1, 0)
+        best = min(max(best, AUTO_FIRST_FRAME), 1 << (self.recorder.capacity.bit_length() - 1))
+        if best >= 2 * size or 2 * best <= size:
+            self._steps_per_frame = best
 
     def pause(self, timeout: float | None = 30.0) -> None:
         """Stop a run before its next step and wait until the current frame is synced."""

@@ -87,3 +87,22 @@ def test_task_frames_equal_the_task_stream():
         x, y = task.step_data(task.n_steps - 3 + i)
         np.testing.assert_array_equal(frame.xs[i], np.asarray(x))
         np.testing.assert_array_equal(frame.ys[i], np.asarray(y))
+
+
+def test_auto_frame_size_aims_at_50ms_frames_in_powers_of_two():
+    session = tiny(capacity=1024)
+    assert session.steps_per_frame == 16 and session.history.meta["steps_per_frame"] == "auto"
+    session._adapt_frame_size(16, 10.0)  # a size's first frame compiles: not timed
+    assert session.steps_per_frame == 16
+    session._adapt_frame_size(16, 16 * 1e-4)  # 0.1 ms a step -> 500 steps per 50 ms
+    assert session.steps_per_frame == 256
+    session._adapt_frame_size(256, 256 * 1e-6)  # first frame of the new size: not timed
+    session._adapt_frame_size(256, 256 * 1e-6)  # 1 us a step: capped at the ring capacity
+    assert session.steps_per_frame == 1024
+    session.run(2 * 1024 + 5, background=False)
+    assert session.history.num_steps == 2 * 1024 + 5
+    np.testing.assert_array_equal(session.history.steps, np.arange(2 * 1024 + 5))
+    session.steps_per_frame = 7  # a user's choice turns 'auto' off
+    session._adapt_frame_size(7, 1.0)
+    session._adapt_frame_size(7, 1.0)
+    assert session.steps_per_frame == 7
