@@ -106,6 +106,8 @@ def run_once(browser, base):
     expand, count = max(expands)
     expand_detail = page.evaluate(f"window.renders[{count - 1}]")
     tasks = page.evaluate("window.longTasks")
+    t0 = page.evaluate("window.t0")
+    renders = page.evaluate("window.renders")
     # information: everything expanded in one layout
     page.evaluate("""() => window.etpModel.set('expanded',
         [...window.etpEl.etpExplorer.index.clusters.values()]
@@ -130,6 +132,8 @@ def run_once(browser, base):
         "all_expanded_mount_ms": round(full["mountMs"], 1),
         "all_expanded_worker_layout_ms": round(full["workerMs"], 1),
         "tasks_over_50ms": [t["ms"] for t in tasks],
+        "tasks_over_50ms_at_ms": [round(t["start"] - t0, 1) for t in tasks],
+        "renders_at_ms": [round(r["at"] - t0, 1) for r in renders],
         "aborted_requests": len(aborted),
     }
 

@@ -41,23 +41,72 @@ const MODULES_PER_RANGE = 16;
  * @param {{moduleThreshold?: number}} [options]
  */
 export function indexViewModel(vm, options = {}) {
+  return runSteps(indexSteps(vm, options));
+}
+
+/**
+ * `indexViewModel` as a step generator: it yields every few dozen items so that
+ * `runSliced` can spread the work of a big model (thousands of nodes) over short tasks.
+ * @param {ViewModel} vm
+ * @param {{moduleThreshold?: number}} [options]
+ * @returns {Generator<undefined, Index>}
+ */
+export function* indexSteps(vm, options = {}) {
   if (!vm || !Array.isArray(vm.nodes) || !Array.isArray(vm.edges)) {
     throw new Error("view model: expected an object with 'nodes' and 'edges' arrays");
   }
-  const index = buildIndex(vm);
+  const index = yield* buildIndexSteps(vm);
   const threshold = options.moduleThreshold ?? 150;
-  if (visibleGraph(index, []).nodeCount <= threshold) return index;
-  const grouped = withModules(index);
-  return grouped ? buildIndex(grouped) : index;
+  if ((yield* visibleGraphSteps(index, [])).nodeCount <= threshold) return index;
+  const grouped = yield* withModulesSteps(index);
+  return grouped ? yield* buildIndexSteps(grouped) : index;
 }
 
-function buildIndex(/** @type {ViewModel} */ vm) {
+/** Items a step generator handles between two yields. */
+const STEP = 64;
+
+/** Run a step generator to completion on the spot. */
+export function runSteps(/** @type {Generator<any, any>} */ steps) {
+  let next = steps.next();
+  while (!next.done) next = steps.next();
+  return next.value;
+}
+
+/**
+ * Run a step generator in slices of at most about `budgetMs`, awaiting `pause()` (e.g. the
+ * next frame) between slices, so the UI thread never blocks for long.
+ * @template T
+ * @param {Generator<any, T>} steps
+ * @param {() => Promise<any>} pause
+ * @param {{budgetMs?: number, isCurrent?: () => boolean}} [control]
+ * @returns {Promise<T | undefined>} undefined when `isCurrent()` turned false
+ */
+export async function runSliced(steps, pause, control = {}) {
+  const budget = control.budgetMs ?? 8;
+  let start = performance.now();
+  let next = steps.next();
+  while (!next.done) {
+    if (performance.now() - start > budget) {
+      await pause();
+      if (control.isCurrent && !control.isCurrent()) return undefined;
+      start = performance.now();
+    }
+    next = steps.next();
+  }
+  return next.value;
+}
+
+/** @param {ViewModel} vm */
+function* buildIndexSteps(vm) {
   const nodes = new Map(vm.nodes.map((n) => [n.id, n]));
   const edges = new Map(vm.edges.map((e) => [e.id, e]));
   const clusters = new Map((vm.clusters || []).map((c) => [c.id, c]));
+  yield;
   /** @type {Map<string, number>} eqn count under each cluster (for collapsed labels) */
   const clusterSize = new Map();
+  let tick = 0;
   for (const n of vm.nodes) {
+    if (++tick % STEP === 0) yield;
     for (const c of clusterChain(clusters, n.cluster)) {
       clusterSize.set(c, (clusterSize.get(c) || 0) + 1);
     }
@@ -79,7 +128,13 @@ function buildIndex(/** @type {ViewModel} */ vm) {
     annotations };
 }
 
-/** @typedef {ReturnType<typeof buildIndex>} Index */
+/**
+ * @typedef {{vm: ViewModel, nodes: Map<string, VMNode>, edges: Map<string, any>,
+ *   clusters: Map<string, any>, clusterSize: Map<string, number>, weights: Map<string, any>,
+ *   groups: Map<string, any>, relations: Map<string, any>, diagnostics: Map<string, any>,
+ *   annotations: {sliceEdges: Set<string>, transitionEdges: Set<string>, readoutEdges: Set<string>,
+ *   boundaryNodes: Set<string>, perturbNodes: Set<string>}}} Index
+ */
 
 /** The module path owning a state path (`layers.3.h` -> `layers.3`). */
 function parentPath(/** @type {string} */ path, drop = 1) {
@@ -97,9 +152,16 @@ function parentPath(/** @type {string} */ path, drop = 1) {
  * @param {Index} index
  */
 export function withModules(index) {
+  return runSteps(withModulesSteps(index));
+}
+
+/** `withModules` as a step generator (see `runSliced`). @param {Index} index */
+function* withModulesSteps(index) {
   const vm = index.vm;
+  let tick = 0;
   const hiddenModules = new Set();
   for (const n of vm.nodes) {
+    if (++tick % STEP === 0) yield;
     const path = n.hidden_path || /** @type {any} */ (n).state_path;
     if (path) hiddenModules.add(parentPath(path));
   }
@@ -110,6 +172,7 @@ export function withModules(index) {
   /** top unit of a node: its outermost cluster when that is a sub-jaxpr, else itself */
   const topCluster = new Map();
   for (const c of index.clusters.values()) {
+    if (++tick % STEP === 0) yield;
     const chain = clusterChain(index.clusters, c.id);
     const top = index.clusters.get(chain[chain.length - 1]);
     topCluster.set(c.id, top.kind !== "group" ? top.id : null);
@@ -121,9 +184,16 @@ export function withModules(index) {
   const order = new Map();
   const SOURCES = new Set(["input", "hidden_in", "state_in", "param"]);
   const rank = (/** @type {VMNode} */ n) => n.eqn_index ?? (SOURCES.has(n.kind) ? -1 : Infinity);
-  const ranks = new Map(vm.nodes.map((n) => [n.id, rank(n)]));
+  /** @type {Map<string, number>} */
+  const ranks = new Map();
+  for (const n of vm.nodes) {
+    if (++tick % STEP === 0) yield;
+    ranks.set(n.id, rank(n));
+  }
   const sorted = [...vm.nodes].sort((a, b) => (ranks.get(a.id) ?? 0) - (ranks.get(b.id) ?? 0));
+  yield;
   for (const n of sorted) {
+    if (++tick % STEP === 0) yield;
     const unit = unitOf(n);
     if (!order.has(unit)) order.set(unit, ranks.get(n.id) ?? 0);
     if (module.has(unit)) continue;
@@ -137,6 +207,7 @@ export function withModules(index) {
   const preds = new Map();
   const succs = new Map();
   for (const e of vm.edges) {
+    if (++tick % STEP === 0) yield;
     const s = index.nodes.get(e.source), t = index.nodes.get(e.target);
     if (!s || !t) continue;
     const su = unitOf(s), tu = unitOf(t);
@@ -156,18 +227,28 @@ export function withModules(index) {
     }
     return best;
   };
-  for (const u of units) if (!module.has(u)) { const m = pick(preds.get(u) || [], 1); if (m != null) module.set(u, m); }
-  for (const u of [...units].reverse()) if (!module.has(u)) { const m = pick(succs.get(u) || [], -1); if (m != null) module.set(u, m); }
+  yield;
+  for (const u of units) {
+    if (++tick % STEP === 0) yield;
+    if (!module.has(u)) { const m = pick(preds.get(u) || [], 1); if (m != null) module.set(u, m); }
+  }
+  for (const u of [...units].reverse()) {
+    if (++tick % STEP === 0) yield;
+    if (!module.has(u)) { const m = pick(succs.get(u) || [], -1); if (m != null) module.set(u, m); }
+  }
   const names = [...new Set([...module.values()].filter(Boolean))];
   if (names.length < 2) return null;
   const idOf = (/** @type {string|undefined} */ m) => (m ? `m:${m}` : null);
-  const nodes = vm.nodes.map((n) => {
-    if (n.cluster) return n;
-    return { ...n, cluster: idOf(module.get(n.id)) };
-  });
+  yield;
+  const nodes = [];
+  for (const n of vm.nodes) {
+    if (++tick % STEP === 0) yield;
+    nodes.push(n.cluster ? n : { ...n, cluster: idOf(module.get(n.id)) });
+  }
   /** @type {Map<string, Set<string|undefined>>} group cluster -> modules of its members */
   const groupModules = new Map();
   for (const n of vm.nodes) {
+    if (++tick % STEP === 0) yield;
     if (!n.cluster || index.clusters.get(n.cluster)?.kind !== "group") continue;
     if (!groupModules.has(n.cluster)) groupModules.set(n.cluster, new Set());
     groupModules.get(n.cluster)?.add(module.get(n.id));
@@ -251,7 +332,18 @@ export function expandedToShow(/** @type {Index} */ index, /** @type {string} */
  * @param {{show_params?: boolean}} [options]
  */
 export function visibleGraph(index, expandedIds, options = {}) {
+  return runSteps(visibleGraphSteps(index, expandedIds, options));
+}
+
+/**
+ * `visibleGraph` as a step generator (see `runSliced`).
+ * @param {Index} index
+ * @param {Iterable<string>} expandedIds
+ * @param {{show_params?: boolean}} [options]
+ */
+export function* visibleGraphSteps(index, expandedIds, options = {}) {
   const expanded = new Set(expandedIds);
+  let tick = 0;
   /** @type {Map<string, string>} view-model node id -> DOT id of what represents it */
   const nodeToDot = new Map();
   /** @type {Map<string, {type: string, id: string}>} DOT id -> view-model element */
@@ -261,9 +353,13 @@ export function visibleGraph(index, expandedIds, options = {}) {
   const collapsedDot = new Map();
   /** @type {Map<string, string|null>} cluster -> outermost collapsed cluster hiding it */
   const ownerOf = new Map();
-  for (const c of index.clusters.keys()) ownerOf.set(c, collapsedOwner(index, c, expanded));
+  for (const c of index.clusters.keys()) {
+    if (++tick % STEP === 0) yield;
+    ownerOf.set(c, collapsedOwner(index, c, expanded));
+  }
   let counter = 0;
   for (const node of index.vm.nodes) {
+    if (++tick % STEP === 0) yield;
     if (node.kind === "param" && !options.show_params) continue;
     const owner = node.cluster ? ownerOf.get(node.cluster) ?? null : null;
     if (owner) {
@@ -295,6 +391,7 @@ export function visibleGraph(index, expandedIds, options = {}) {
   const edgeByPair = new Map();
   const edgeToDot = new Map();
   for (const edge of index.vm.edges) {
+    if (++tick % STEP === 0) yield;
     const source = nodeToDot.get(edge.source);
     const target = nodeToDot.get(edge.target);
     if (!source || !target || source === target) continue;
@@ -313,7 +410,13 @@ export function visibleGraph(index, expandedIds, options = {}) {
     dotToVm, nodeCount: items.length };
 }
 
-/** @typedef {ReturnType<typeof visibleGraph>} VisibleGraph */
+/**
+ * @typedef {{expanded: Set<string>, items: {dotId: string, node?: VMNode, cluster?: any, parent: string|null}[],
+ *   edges: {dotId: string, source: string, target: string, vmIds: string[]}[],
+ *   edgeByDot: Map<string, {dotId: string, source: string, target: string, vmIds: string[]}>,
+ *   nodeToDot: Map<string, string>, edgeToDot: Map<string, string>, clusterToDot: Map<string, string>,
+ *   dotToVm: Map<string, {type: string, id: string}>, nodeCount: number}} VisibleGraph
+ */
 
 function statusColor(/** @type {string|null|undefined} */ status) {
   return status === "online" ? COLORS.online : status === "exact" ? COLORS.exact

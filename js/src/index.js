@@ -9,12 +9,12 @@
  */
 import css from "./style.css";
 import { h, fill } from "./dom.js";
-import { indexViewModel, visibleGraph, toDot, layoutKey, expandedToShow, tooltipFor } from "./graph.js";
+import { indexSteps, visibleGraphSteps, runSliced, toDot, layoutKey, expandedToShow, tooltipFor } from "./graph.js";
 import { highlightSets, highlightDotIds } from "./highlight.js";
 import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
-import { GraphView, afterFrame } from "./view.js";
-import { legendPanel, weightsPanel, groupsPanel, diagnosticsPanel, inspectorPanel, markSelectedRows } from "./panels.js";
+import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
+import { legendPanel, weightRow, groupRow, diagnosticRow, fillListSliced, inspectorPanel, markSelectedRows } from "./panels.js";
 import { decodeFloat32 } from "./live.js";
 import { LivePanels } from "./live/index.js";
 
@@ -41,6 +41,8 @@ export class ExplorerApp {
     /** @type {{key: string, nodes: number, cached: boolean, dotMs: number, layoutMs: number, workerMs: number, mountMs: number, totalMs: number}[]} */
     this.timings = [];
     this.generation = 0;
+    this.rebuildGeneration = 0;
+    this.panelsGeneration = 0;
     this.requests = new Map();
     this.nextRequest = 1;
     this.index = null;
@@ -50,8 +52,8 @@ export class ExplorerApp {
     this.listen("change:view_model", () => this.rebuild());
     this.listen("change:expanded", () => this.relayout());
     this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
-    this.listen("change:highlight", () => this.applyHighlight(true));
-    this.listen("change:selected", () => this.renderPanels(false));
+    this.listen("change:highlight", () => this.guard(() => this.onHighlightChange()));
+    this.listen("change:selected", () => this.guard(() => this.onSelectedChange()));
     this.listen("change:error", () => this.showPythonError());
     this.listen("change:live_panels", () => this.guard(() => this.live.setPanels(model.get("live_panels") || [])));
     this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
@@ -151,20 +153,26 @@ export class ExplorerApp {
     if (error) this.showError(error, "python");
   }
 
-  /** A new view model: index, panels and layout in separate tasks (no long UI task). */
+  /**
+   * A new view model: index (built in short slices: thousands of nodes plus the viewer's
+   * module grouping), layout, then the side panels (rows appended in slices), all in short
+   * tasks so the UI thread never blocks for long.
+   */
   rebuild() {
-    const generation = ++this.generation;
+    const generation = ++this.rebuildGeneration;
+    const isCurrent = () => generation === this.rebuildGeneration;
     return this.guard(async () => {
       const vm = this.model.get("view_model");
-      this.index = vm ? indexViewModel(vm) : null;
+      this.index = null;
+      const index = vm ? await runSliced(indexSteps(vm), yieldToEventLoop, { isCurrent }) : null;
+      if (!isCurrent()) return;
+      this.index = index || null;
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
-      await afterFrame();
-      if (generation !== this.generation) return;
       if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
-      this.renderPanels();
-      await afterFrame();
-      if (generation !== this.generation) return;
-      return this.relayout();
+      if (this.revealSelection()) this.centrePending = true;
+      const layout = this.relayout();
+      await this.renderPanels();
+      return layout;
     });
   }
 
@@ -178,7 +186,10 @@ export class ExplorerApp {
     const generation = ++this.generation;
     const start = performance.now();
     const options = this.model.get("options") || {};
-    const graph = visibleGraph(this.index, this.expanded(), options);
+    const index = this.index;
+    const graph = await runSliced(visibleGraphSteps(index, this.expanded(), options), yieldToEventLoop,
+      { isCurrent: () => generation === this.generation });
+    if (!graph || generation !== this.generation || index !== this.index) return;
     const key = layoutKey(graph.expanded, options);
     const cached = this.layout.cache.has(key);
     const { dot } = toDot(this.index, graph, options);
@@ -200,7 +211,8 @@ export class ExplorerApp {
       { isCurrent: () => generation === this.generation });
     if (!mounted || generation !== this.generation) return;
     this.graph = graph;
-    this.applyHighlight(false);
+    this.applyHighlight(Boolean(this.centrePending));
+    this.centrePending = false;
     this.loadingEl.hidden = true;
     const end = performance.now();
     this.statusEl.textContent = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`;
@@ -217,20 +229,69 @@ export class ExplorerApp {
     if (centre && classes.size) this.view.center([...classes.keys()].filter((id) => !id.startsWith("x") && !id.startsWith("s")));
   }
 
-  /** Build the side panels (`full`, on a new view model) or only mark the selection. */
-  renderPanels(full = true) {
+  onSelectedChange() {
+    this.renderPanels(false);
+    this.revealSelection();
+  }
+
+  onHighlightChange() {
+    // a highlight that arrives with a new expansion state (Python's select(node=...)) is
+    // centred once that level is mounted
+    const stale = !this.graph || layoutKey(this.graph.expanded) !== layoutKey(this.expanded());
+    if (stale) this.centrePending = true;
+    this.applyHighlight(!stale);
+  }
+
+  /**
+   * A node selected inside collapsed boxes (e.g. by Python's `Explorer.select(node=...)`):
+   * expand what hides it, the viewer-made `module` clusters included (Python does not know
+   * them). Returns true when the expansion state changed.
+   */
+  revealSelection() {
+    const selected = this.model.get("selected") || {};
+    if (!this.index || selected.kind !== "node" || !this.index.nodes.has(String(selected.id))) return false;
+    const current = this.expanded();
+    const wanted = expandedToShow(this.index, String(selected.id), current);
+    if (wanted.length === current.size) return false;
+    this.setExpanded(wanted);
+    return true;
+  }
+
+  /**
+   * Build the side panels (`full`, on a new view model: rows appended in short slices, the
+   * weights list of a big model has hundreds) or only mark the selection.
+   */
+  async renderPanels(full = true) {
+    const index = this.index;
+    if (!index) return;
+    const select = (/** @type {Selection} */ s) => this.guard(() => this.select(s, true));
+    this.renderInspector();
+    if (!full && this.panelsIndex === index) {
+      markSelectedRows(index, this.model.get("selected") || {}, this.side);
+      return;
+    }
+    this.panelsIndex = index;
+    const generation = ++this.panelsGeneration;
+    const control = { isCurrent: () => generation === this.panelsGeneration && index === this.index };
+    const none = { weights: "no weights", groups: "no hidden groups", diagnostics: "no diagnostics" };
+    const lists = [["weights", [...index.weights.values()], weightRow], ["groups", [...index.groups.values()], groupRow],
+      ["diagnostics", [...index.diagnostics.values()], diagnosticRow]];
+    for (const [name, items, row] of /** @type {[keyof none, any[], Function][]} */ (lists)) {
+      const list = h("div", { class: "etp-list" });
+      fill(this.bodies[name], [list]);
+      if (!items.length) list.append(h("div", { class: "etp-dim" }, none[name]));
+      const done = await fillListSliced(list, items, (/** @type {any} */ item) => row(index, item, {}, select),
+        yieldToEventLoop, control);
+      if (!done) return;
+    }
+    markSelectedRows(index, this.model.get("selected") || {}, this.side);
+  }
+
+  /** The inspector for the current selection. */
+  renderInspector() {
     const index = this.index;
     if (!index) return;
     const selected = this.model.get("selected") || {};
-    const select = (/** @type {Selection} */ s) => this.guard(() => this.select(s, true));
-    if (full || this.panelsIndex !== index) {
-      this.panelsIndex = index;
-      fill(this.bodies.weights, [weightsPanel(index, selected, select)]);
-      fill(this.bodies.groups, [groupsPanel(index, selected, select)]);
-      fill(this.bodies.diagnostics, [diagnosticsPanel(index, selected, select)]);
-    } else {
-      markSelectedRows(index, selected, this.side);
-    }
     fill(this.bodies.inspector, [inspectorPanel(index, selected, {
       expanded: this.expanded(),
       expand: (id) => this.guard(() => this.setExpanded([...this.expanded(), id])),

@@ -39,16 +39,54 @@ const STATUS_TEXT = { online: "online", exact: "exact", not_learned: "not learne
  * @param {(s: Selection) => void} select
  */
 export function weightsPanel(index, selected, select) {
-  const rows = [...index.weights.values()].map((w) => {
-    const active = selected && selected.kind === "weight" && selected.id === w.path;
-    const groups = (w.groups || []).length ? ` · groups ${w.groups.join(", ")}` : "";
-    return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
-      onclick: () => select({ kind: "weight", id: w.path }) },
-    h("span", { class: `etp-status status-${w.status}` }, STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status),
-    h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups),
-    active ? weightDetail(w) : null);
-  });
+  const rows = [...index.weights.values()].map((w) => weightRow(index, w, selected, select));
   return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no weights")]);
+}
+
+/**
+ * One weight's row.
+ * @param {Index} _index
+ * @param {any} w
+ * @param {Selection} selected
+ * @param {(s: Selection) => void} select
+ */
+export function weightRow(_index, w, selected, select) {
+  const active = selected && selected.kind === "weight" && selected.id === w.path;
+  const groups = (w.groups || []).length ? ` · groups ${w.groups.join(", ")}` : "";
+  return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
+    onclick: () => select({ kind: "weight", id: w.path }) },
+  h("span", { class: `etp-status status-${w.status}` }, STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status),
+  h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups),
+  active ? weightDetail(w) : null);
+}
+
+/**
+ * Append one row per item to `list` in slices of about `budgetMs`, awaiting `pause()` between
+ * slices (hundreds of rows at once are a long DOM + style/layout task). Resolves to false when
+ * `isCurrent()` turns false (a newer view model or selection took over).
+ * @template T
+ * @param {Element} list
+ * @param {T[]} items
+ * @param {(item: T) => Element} makeRow
+ * @param {() => Promise<any>} pause
+ * @param {{isCurrent?: () => boolean, budgetMs?: number}} [control]
+ */
+export async function fillListSliced(list, items, makeRow, pause, control = {}) {
+  const budget = control.budgetMs ?? 6;
+  let start = performance.now();
+  let batch = document.createDocumentFragment();
+  for (const item of items) {
+    batch.append(makeRow(item));
+    if (performance.now() - start > budget) {
+      list.append(batch);
+      batch = document.createDocumentFragment();
+      await pause();
+      if (control.isCurrent && !control.isCurrent()) return false;
+      start = performance.now();
+    }
+  }
+  list.append(batch);
+  return true;
 }
 
 /** The reason and suggested fix shown under the selected weight's row. */
@@ -80,25 +118,31 @@ export function markSelectedRows(index, selected, root) {
 }
 
 export function groupsPanel(/** @type {Index} */ index, /** @type {Selection} */ selected, /** @type {(s: Selection) => void} */ select) {
-  const rows = [...index.groups.values()].map((g) => {
-    const active = selected && selected.kind === "group" && selected.id === String(g.index);
-    return h("div", { class: `etp-row etp-group${active ? " active" : ""}`, "data-group": String(g.index),
-      onclick: () => select({ kind: "group", id: String(g.index) }) },
-    h("b", {}, `group ${g.index}`), " ", (g.hidden_paths || []).join(" + "),
-    h("span", { class: "etp-dim" }, ` · ${g.num_state} state${g.num_state === 1 ? "" : "s"}` +
-      (g.varshape ? ` · [${g.varshape.join(", ")}]` : "")));
-  });
+  const rows = [...index.groups.values()].map((g) => groupRow(index, g, selected, select));
   return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no hidden groups")]);
 }
 
+/** One hidden group's row. @param {Index} _index @param {any} g @param {Selection} selected @param {(s: Selection) => void} select */
+export function groupRow(_index, g, selected, select) {
+  const active = selected && selected.kind === "group" && selected.id === String(g.index);
+  return h("div", { class: `etp-row etp-group${active ? " active" : ""}`, "data-group": String(g.index),
+    onclick: () => select({ kind: "group", id: String(g.index) }) },
+  h("b", {}, `group ${g.index}`), " ", (g.hidden_paths || []).join(" + "),
+  h("span", { class: "etp-dim" }, ` · ${g.num_state} state${g.num_state === 1 ? "" : "s"}` +
+    (g.varshape ? ` · [${g.varshape.join(", ")}]` : "")));
+}
+
 export function diagnosticsPanel(/** @type {Index} */ index, /** @type {Selection} */ selected, /** @type {(s: Selection) => void} */ select) {
-  const rows = [...index.diagnostics.values()].map((d) => {
-    const active = selected && selected.kind === "diagnostic" && selected.id === String(d.index);
-    return h("div", { class: `etp-row etp-diag level-${d.level}${active ? " active" : ""}`, "data-diagnostic": String(d.index),
-      onclick: () => select({ kind: "diagnostic", id: String(d.index) }) },
-    h("span", { class: "etp-level" }, d.level), " ", h("span", { class: "etp-dim" }, d.kind), " ", d.message);
-  });
+  const rows = [...index.diagnostics.values()].map((d) => diagnosticRow(index, d, selected, select));
   return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no diagnostics")]);
+}
+
+/** One diagnostic's row. @param {Index} _index @param {any} d @param {Selection} selected @param {(s: Selection) => void} select */
+export function diagnosticRow(_index, d, selected, select) {
+  const active = selected && selected.kind === "diagnostic" && selected.id === String(d.index);
+  return h("div", { class: `etp-row etp-diag level-${d.level}${active ? " active" : ""}`, "data-diagnostic": String(d.index),
+    onclick: () => select({ kind: "diagnostic", id: String(d.index) }) },
+  h("span", { class: "etp-level" }, d.level), " ", h("span", { class: "etp-dim" }, d.kind), " ", d.message);
 }
 
 function table(/** @type {[string, any][]} */ rows) {

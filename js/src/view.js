@@ -30,6 +30,20 @@ export function afterFrame() {
 }
 
 /**
+ * Resolve in a new task as soon as possible (no frame wait, no 4 ms timer clamp): lets input
+ * and rendering in between while sliced work (index, panel rows) goes on.
+ */
+export function yieldToEventLoop() {
+  const scheduler = /** @type {any} */ (globalThis).scheduler;
+  if (scheduler && typeof scheduler.yield === "function") return scheduler.yield();
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => { channel.port1.close(); resolve(undefined); };
+    channel.port2.postMessage(null);
+  });
+}
+
+/**
  * One <g> (node, edge or cluster) from a draw-list item, shaped like Graphviz's own SVG
  * (`g.node#n3 > title, polygon|path|ellipse, text`) so CSS highlight rules apply.
  * @param {import("./xdot.js").Item} item

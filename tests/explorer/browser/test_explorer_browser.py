@@ -304,3 +304,32 @@ def test_saved_html_opens_offline(open_page, bundle, tmp_path):
     assert_screenshot_not_blank(page, tmp_path / "saved.png")
     assert page.errors == [], page.errors
     assert page.aborted == [], page.aborted
+
+
+def test_python_select_node_opens_module_box(harness):
+    """Explorer.select(node=...) on the big model: the front end expands the viewer-made
+    module cluster (and its range) hiding the node, draws the node and marks it."""
+    vm = load_real("stacked_2000")
+    target = next(
+        n for n in vm["nodes"] if n.get("etp") and n.get("weight_path", "").startswith("layers.40.")
+    )
+    explorer = Explorer(vm)
+    page = harness(explorer, "stacked_select")
+    wait_rendered(page, timeout=60000)
+    explorer.select(node=target["id"])
+    state = explorer.frontend_state()
+    page.page.evaluate(
+        """(s) => { const m = window.etpModel; m.set('expanded', s.expanded);
+          m.set('selected', s.selected); m.set('highlight', s.highlight); }""",
+        {k: state[k] for k in ("expanded", "selected", "highlight")},
+    )
+    page.page.wait_for_function(
+        """(id) => { const app = window.etpEl.etpExplorer; if (!app.graph) return false;
+          const dot = app.graph.nodeToDot.get(id); const el = dot && document.getElementById(dot);
+          return !!el && dot.startsWith('n') && el.classList.contains('hl-selected'); }""",
+        arg=target["id"],
+        timeout=60000,
+    )
+    expanded = page.page.evaluate("window.etpModel.state.expanded")
+    assert any(c.startswith("m:layers.40") for c in expanded), expanded
+    assert_clean(page)
