@@ -8,10 +8,18 @@ session: ``Session.run(background=False)``: per frame, data gathered on the host
          scan with the recorder (loss, trace norms, df/dh-dh slices, gradient and update norms
          into on-device ring buffers), one host transfer of the frame's rows.
 
-The overhead is against the faster bare variant. Each timed block ends on a host sync. Writes
-bench/results/session_overhead-<host>.json.
+The overhead is against the faster bare variant. Each timed block ends on a host sync that
+waits for the parameters (SGD's optimizer state is empty, so waiting on it alone measured only
+the dispatch). The session runs with ``steps_per_frame='auto'`` (its default) and the bare scan
+uses the frame length the session settled on. Models (``--model``):
 
-    python bench/session_overhead.py [--hidden 64] [--steps 400] [--repeats 5] [--note TEXT]
+    sine:    the built-in sine RNN (ValinaRNNCell(2, --hidden) + Linear readout), unbatched
+    rnn256:  ValinaRNNCell(32, 256) + Linear(256, 4), batch 16, random stream
+    lif:     the SineRegression task's spiking model (LIF(.., 128) + LeakyRateReadout), batch 16
+
+Writes bench/results/session_overhead-<algorithm>-<model>-<host>.json.
+
+    python bench/session_overhead.py --model rnn256 [--steps 2048] [--rounds 3] [--note TEXT]
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -80,6 +89,29 @@ def bare_scanned(session: Session, steps_per_frame: int):
     return frame, opt_state
 
 
+def build(name: str, hidden: int, steps: int):
+    """``(model, x0, session data options, host pairs)`` of a benchmark model."""
+    from etp_viz import nn
+    from etp_viz.explorer import tasks
+
+    if name == "sine":
+        model, x0, data = _fallback_sine(hidden)
+        return model, x0, {}, [tuple(np.asarray(a) for a in data(t)) for t in range(steps)]
+    if name == "rnn256":
+        model = tasks.RecurrentNet(nn.ValinaRNNCell(32, 256), nn.Linear(256, 4))
+        brainstate.nn.init_all_states(model, batch_size=16)
+        rng = np.random.default_rng(0)
+        pairs = [
+            (rng.standard_normal((16, 32), np.float32), rng.standard_normal((16, 4), np.float32))
+            for _ in range(steps)
+        ]
+        return model, jnp.zeros((16, 32)), {}, pairs
+    task = tasks.SineRegression(batch_size=16)
+    model = task.suggested_model(128, spiking=True)
+    pairs = [tuple(np.asarray(a) for a in task.step_data(t)) for t in range(steps)]
+    return model, task.example_input(), {"loss": task.loss}, pairs
+
+
 def time_block(fn, repeats):
     times = []
     for _ in range(repeats):
@@ -91,29 +123,34 @@ def time_block(fn, repeats):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="sine", choices=["sine", "rnn256", "lif"])
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--algorithm", default="d_rtrl")
-    parser.add_argument("--steps-per-frame", type=int, default=20)
+    parser.add_argument("--steps-per-frame", default="auto")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--note", default="", help="load note stored in the result")
     args = parser.parse_args()
     brainstate.random.seed(0)
-    model, x0, data = _fallback_sine(args.hidden)
+    model, x0, options, pairs = build(args.model, args.hidden, args.steps)
+    spf_option = (
+        args.steps_per_frame if args.steps_per_frame == "auto" else int(args.steps_per_frame)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session = Session(
             model,
             x0,
             algorithm=args.algorithm,
-            data=data,
-            steps_per_frame=args.steps_per_frame,
+            data=lambda t: pairs[t % len(pairs)],
+            steps_per_frame=spf_option,
             capacity=1024,
+            **options,
         )
-    spf = args.steps_per_frame
-    pairs = [tuple(np.asarray(a) for a in data(t)) for t in range(args.steps)]
-    session.set_data(lambda t: pairs[t % len(pairs)])
+    session.run(args.steps, background=False)  # compile; 'auto' settles its frame length
+    session.run(args.steps, background=False)
+    spf = session.steps_per_frame
     device_pairs = [tuple(map(jnp.asarray, p)) for p in pairs]
     step, opt_state = bare_stepper(session)
     frame, scan_opt_state = bare_scanned(session, spf)
@@ -122,7 +159,7 @@ def main() -> None:
         nonlocal opt_state
         for x, y in device_pairs:
             opt_state = step(opt_state, x, y)
-        jax.block_until_ready(opt_state)
+        jax.block_until_ready([s.value for s in session.params.values()])
 
     def run_bare_scan():
         nonlocal scan_opt_state
@@ -131,12 +168,12 @@ def main() -> None:
             xs = np.stack([p[0] for p in chunk])
             ys = np.stack([p[1] for p in chunk])
             scan_opt_state = frame(scan_opt_state, xs, ys)
-        jax.block_until_ready(scan_opt_state)
+        jax.block_until_ready([s.value for s in session.params.values()])
 
     def run_session():
         session.run(args.steps, background=False)
 
-    for fn in (run_bare, run_bare_scan, run_session):
+    for fn in (run_bare, run_bare_scan):
         fn()  # compile
     runners = {"bare_dispatch": run_bare, "bare_scan": run_bare_scan, "session": run_session}
     results: dict[str, list] = {}
@@ -149,9 +186,11 @@ def main() -> None:
     record = {
         "benchmark": "session_overhead",
         "algorithm": args.algorithm,
-        "hidden": args.hidden,
+        "model": args.model,
+        "hidden": args.hidden if args.model == "sine" else None,
         "steps_per_block": args.steps,
-        "steps_per_frame": session.steps_per_frame,
+        "steps_per_frame": spf,
+        "steps_per_frame_option": args.steps_per_frame,
         "bare_dispatch_step_us": best["bare_dispatch"] * 1e6,
         "bare_scan_step_us": best["bare_scan"] * 1e6,
         "bare_step_us": bare * 1e6,
@@ -170,6 +209,7 @@ def main() -> None:
         },
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "load_average": list(os.getloadavg()),
+        "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
         "cpu_count": os.cpu_count(),
         "note": args.note,
         "all_rounds_us": {k: [t * 1e6 for t in v] for k, v in results.items()},
@@ -178,7 +218,7 @@ def main() -> None:
     out = (
         Path(__file__).parent
         / "results"
-        / f"session_overhead-{args.algorithm}-h{args.hidden}-spf{spf}-{platform.node()}.json"
+        / f"session_overhead-{args.algorithm}-{args.model}-{platform.node()}.json"
     )
     out.write_text(json.dumps(record, indent=2) + "\n")
 
