@@ -13,7 +13,8 @@ FORBIDDEN = {
     "etp_viz.nn": ("etp_viz.compiler", "etp_viz.learn", "etp_viz.explorer"),
     "etp_viz.compiler": ("etp_viz.learn", "etp_viz.explorer"),
     "etp_viz.learn": ("etp_viz.explorer",),
-    "etp_viz": ("anywidget", "ipywidgets", "matplotlib", "etp_viz.explorer.widget"),
+    # brainstate itself imports matplotlib, so only our plotting module is checked here
+    "etp_viz": ("anywidget", "ipywidgets", "etp_viz.explorer.widget", "etp_viz.explorer.plots"),
 }
 
 
