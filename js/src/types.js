@@ -7,14 +7,44 @@
  */
 
 /**
- * @typedef {object} WidgetTraits  Synced traits of etp_viz/explorer/widget.py `Explorer`.
+ * @typedef {object} WidgetTraits  Every synced trait of the Python widgets, in one place:
+ *   etp_viz/explorer/widget.py `Explorer` (view_model … live_panels) and
+ *   etp_viz/explorer/live.py `LiveExplorer(Explorer)` (live_status). `live_history` is not a
+ *   trait: LiveExplorer.frontend_state() adds it to the state a saved page embeds
+ *   (etp_viz/explorer/export.py), and the live region reads it with model.get() like a trait.
+ *   tests/explorer/test_widget_traits.py checks this list against the Python classes.
  * @property {ViewModel | null} view_model  the view model (docs/view-model.md), read-only in JS
- * @property {string[]} expanded  ids of expanded sub-jaxpr clusters (JS and Python write)
+ * @property {string[]} expanded  ids of expanded sub-jaxpr / module clusters (JS and Python write)
  * @property {Selection} selected  what the user selected (JS writes; Python via select())
  * @property {Selection} highlight  what is highlighted (JS and Python write)
  * @property {Options} options  validated display options (Python writes)
  * @property {string} error  an error from Python, shown in the widget ("" when none)
- * @property {LivePanelSpec[]} live_panels  live panels (issue 6 fills these), data by buffers
+ * @property {LivePanelSpec[]} live_panels  declared live panels (data comes by binary buffers in
+ *   `{type: "live", name, shape, dtype}` custom messages); [] on a static explorer
+ * @property {LiveStatus} [live_status]  live.py only: the session state (Python writes)
+ * @property {LiveHistory | null} [live_history]  saved pages only (not synced): the recorded
+ *   history, `History.to_json()`, drawn statically when no kernel is there
+ */
+
+/**
+ * @typedef {object} LiveStatus  `LiveExplorer.live_status` (etp_viz/explorer/live.py `_update_status`).
+ * @property {number} step
+ * @property {boolean} running
+ * @property {boolean} [halted]
+ * @property {string} [device]
+ * @property {string} [algorithm]  "d_rtrl" | "es_d_rtrl" | …
+ * @property {number | null} [decay]  ES-D-RTRL alpha_x; null for other algorithms
+ * @property {number} [steps_per_frame]
+ * @property {string[] | null} [record]  series sent to the page (null: all)
+ */
+
+/**
+ * @typedef {object} LiveHistory  `History.to_json()` (etp_viz/explorer/history.py): non-finite values are null.
+ * @property {number[]} steps
+ * @property {Record<string, (number | null)[] | (number | null)[][]>} [metrics]
+ * @property {{step: number, cosine: number | null, rel_error: number | null}[]} [fidelity]
+ * @property {Record<string, any>} [meta]
+ * @property {any} [failure]
  */
 
 /**
@@ -36,7 +66,7 @@
 /**
  * @typedef {object} LivePanelSpec
  * @property {string} name
- * @property {"line"|"heatmap"|"bars"} kind
+ * @property {"line"|"heatmap"|"fidelity"|"bars"} kind
  * @property {string} [title]
  */
 
