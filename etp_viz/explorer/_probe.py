@@ -79,7 +79,11 @@ class Probe:
         if not self.trace_states and not self._trace_layout:
             self.unavailable.append("trace magnitudes (the algorithm holds no trace states)")
         self.algorithm = algorithm
-        self._jacobian_spec = _record_jacobians(algorithm)
+        model_states = _states_of(model)
+        self.hidden_states = {
+            n: s for n, s in model_states.items() if isinstance(s, brainstate.HiddenState)
+        }
+        self._jacobian_spec = _record_jacobians(algorithm, self)
         if not self._jacobian_spec:
             self.unavailable.append(
                 "dh/dy and dh/dh heatmaps (the algorithm has no `record_step_data` hook: "
@@ -87,7 +91,7 @@ class Probe:
             )
 
     def spec(self) -> dict[str, tuple[int, ...]]:
-        """Metric name → per-step shape."""
+        """Metric name → per-step shape (``loss`` first: the only metric measured every step)."""
         spec: dict[str, tuple[int, ...]] = {"loss": ()}
         for name in self.trace_states:
             spec[f"{_trace_kind(name)}/{name}"] = ()
@@ -99,21 +103,77 @@ class Probe:
             spec[f"update_norm/{name}"] = ()
         return spec
 
-    def metrics(self, loss: Any, grads: dict[str, Any], updates: dict[str, Any]) -> dict:
-        """The row for this step (traceable)."""
-        row = {"loss": jnp.asarray(loss, jnp.float32).reshape(())}
-        for name, state in self.trace_states.items():
-            row[f"{_trace_kind(name)}/{name}"] = tree_norm(state.value)
+    def checks(self) -> list[str]:
+        """Names of the finiteness checks made every step besides the loss (not recorded):
+        each parameter after the update (``weight/<path>``) and each hidden state
+        (``hidden/<path>``)."""
+        return [f"weight/{n}" for n in self.param_states] + [
+            f"hidden/{n}" for n in self.hidden_states
+        ]
+
+    def check_state(self, new_params: dict[str, Any]) -> jax.Array:
+        """Every-step finiteness flags, in :meth:`checks` order (traceable; one ``all``
+        reduction per array, no arithmetic)."""
+        trees = [new_params[n] for n in self.param_states]
+        trees += [s.value for s in self.hidden_states.values()]
+        return jnp.stack([_all_finite(tree) for tree in trees])
+
+    def row(self, loss: Any, grads: dict, updates: dict, measured: Any) -> jax.Array:
+        """This step's packed row (traceable), in :meth:`spec` order. The heavy metrics (trace,
+        gradient and weight-change norms) are computed under ``lax.cond(measured, ...)`` and
+        are NaN ("not measured") otherwise; df / dh-dh come from the step-data hook and are
+        masked to NaN the same way."""
+        traces = [state.value for state in self.trace_states.values()]
         if self._trace_layout:
-            traces = self.etrace.value
-            for metric, getter in self._trace_layout.items():
-                row[metric] = tree_norm(getter(traces))
+            traces += [getter(self.etrace.value) for getter in self._trace_layout.values()]
+        operands = (
+            traces,
+            [grads[n] for n in self.param_states],
+            [updates[n] for n in self.param_states],
+        )
+        if measured is True:
+            norms = _heavy_norms(operands)
+        else:
+            norms = jax.lax.cond(measured, _heavy_norms, _unmeasured_norms, operands)
+        parts = [jnp.asarray(loss, jnp.float32).reshape(1), norms[: len(traces)]]
         if self._jacobian_spec:
-            row.update(self.algorithm.step_data_record.value)
-        for name in self.param_states:
-            row[f"grad_norm/{name}"] = tree_norm(grads[name])
-            row[f"update_norm/{name}"] = tree_norm(updates[name])
-        return row
+            record = self.algorithm.step_data_record.value
+            values = [jnp.asarray(record[n], jnp.float32).reshape(-1) for n in self._jacobian_spec]
+            values = jnp.concatenate(values)
+            parts.append(values if measured is True else jnp.where(measured, values, jnp.nan))
+        parts.append(norms[len(traces) :])
+        return jnp.concatenate(parts)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = jax.tree.leaves(tree)
+    if not leaves:
+        return jnp.ones((), jnp.bool_)
+    flags = [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]
+    return flags[0] if len(flags) == 1 else jnp.all(jnp.stack(flags))
+
+
+def _sum_squares(leaf: Any) -> jax.Array:
+    leaf = jnp.asarray(leaf, jnp.float32).reshape(-1)
+    return jnp.dot(leaf, leaf)
+
+
+def _heavy_norms(operands: tuple) -> jax.Array:
+    """``[‖trace‖..., ‖grad_p‖, ‖update_p‖, ...]``: one reduction per array, gradient and
+    weight change of a parameter side by side (XLA fuses the SGD update into its sum)."""
+    traces, grads, updates = operands
+    squares = [sum(map(_sum_squares, jax.tree.leaves(t)), jnp.float32(0)) for t in traces]
+    for grad, update in zip(grads, updates):
+        squares.append(sum(map(_sum_squares, jax.tree.leaves(grad)), jnp.float32(0)))
+        squares.append(sum(map(_sum_squares, jax.tree.leaves(update)), jnp.float32(0)))
+    if not squares:
+        return jnp.zeros((0,), jnp.float32)
+    return jnp.sqrt(jnp.stack(squares))
+
+
+def _unmeasured_norms(operands: tuple) -> jax.Array:
+    traces, grads, _ = operands
+    return jnp.full((len(traces) + 2 * len(grads),), jnp.nan, jnp.float32)
 
 
 def _etrace_layout(algorithm: Any, traces: Any, relation_names: dict[str, list[str]]) -> dict:
@@ -152,9 +212,12 @@ def _unit_slice(values: jax.Array, units: int) -> jax.Array:
     return values.reshape(-1)[:units]
 
 
-def _record_jacobians(algorithm: Any) -> dict[str, tuple[int, ...]]:
+def _record_jacobians(algorithm: Any, probe: Probe) -> dict[str, tuple[int, ...]]:
     """Ask an ``etp_viz.learn`` algorithm to keep, every step, per relation a dh/dy summary
-    (mean |D_f|) and slice, per hidden group the dh/dh diagonal; returns their metric spec."""
+    (mean |D_f|) and slice, per hidden group the dh/dh diagonal; returns their metric spec.
+    The hook summarizes inside the algorithm's step, so this summary (a few small
+    reductions and slices) is computed every step; the session records it on measured steps
+    only."""
     record = getattr(algorithm, "record_step_data", None)
     plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
     if record is None or plan is None:

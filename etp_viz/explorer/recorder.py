@@ -71,7 +71,11 @@ class Recorder:
     """
 
     def __init__(
-        self, spec: dict[str, tuple[int, ...]], capacity: int = 1024, dtype=jnp.float32
+        self,
+        spec: dict[str, tuple[int, ...]],
+        capacity: int = 1024,
+        dtype=jnp.float32,
+        checks: tuple[str, ...] = (),
     ) -> None:
         if capacity < 1:
             raise ValueError(f"Recorder capacity must be >= 1, got {capacity}.")
@@ -89,6 +93,9 @@ class Recorder:
             start = sum(b - a for a, b in self.columns.values())
             self.columns[name] = (start, start + self.sizes[name])
         self.width = sum(self.sizes.values())
+        #: Names of the extra finiteness checks (not recorded, e.g. ``weight/W``): their flags
+        #: follow the row's columns in the failure record.
+        self.checks = list(checks)
 
     def init(self) -> dict[str, Any]:
         """A fresh ring (device arrays): ONE packed ``(capacity, width)`` buffer, write count,
@@ -100,7 +107,7 @@ class Recorder:
             "count": jnp.zeros((), jnp.int32),
             "halted": jnp.zeros((), jnp.bool_),
             "bad_step": jnp.full((), -1, jnp.int32),
-            "bad_cols": jnp.zeros((self.width,), jnp.bool_),
+            "bad_cols": jnp.zeros((self.width + len(self.checks),), jnp.bool_),
         }
 
     def status_of(self, ring: dict[str, Any]) -> dict[str, Any]:
@@ -121,15 +128,28 @@ class Recorder:
                 )
         return jnp.concatenate(parts) if parts else jnp.zeros((0,), self.dtype)
 
-    def check_row(self, status: dict[str, Any], metrics: Any) -> tuple:
+    def check_row(
+        self,
+        status: dict[str, Any],
+        metrics: Any,
+        measured: Any = None,
+        checks_ok: Any = None,
+    ) -> tuple:
         """One step's packed row, its write flag and the updated status (traceable; the scan
         body). ``metrics``: a dict (packed here) or an already packed ``(width,)`` row.
 
         A row containing a non-finite value is not written; it halts the ring instead (the
         session then pauses and reports ``failure``). Rows after a halt are not written.
+        ``measured`` (``(width,)`` bool, optional): columns holding a measurement this step;
+        the others hold NaN meaning "not measured" and are not checked. ``checks_ok``
+        (``(len(checks),)`` bool, optional): results of the extra checks (all True = fine).
         """
         row = self.pack_row(metrics) if isinstance(metrics, dict) else metrics
         finite = jnp.isfinite(row)
+        if measured is not None:
+            finite = finite | ~measured
+        if self.checks:
+            finite = jnp.concatenate([finite, jnp.asarray(checks_ok, jnp.bool_).reshape(-1)])
         row_ok = jnp.all(finite)
         write_ok = row_ok & ~status["halted"]
         newly_bad = ~row_ok & ~status["halted"]
@@ -172,7 +192,8 @@ class Recorder:
     def bad_names(self, bad_cols: np.ndarray) -> list[str]:
         """The metrics owning the non-finite columns of a failure record."""
         bad_cols = np.asarray(bad_cols, bool)
-        return [n for n, (a, b) in self.columns.items() if bad_cols[a:b].any()]
+        names = [n for n, (a, b) in self.columns.items() if bad_cols[a:b].any()]
+        return names + [n for n, bad in zip(self.checks, bad_cols[self.width :]) if bad]
 
     @property
     def written(self) -> int:

@@ -61,6 +61,7 @@ SESSION_OPTIONS: dict[str, Any] = {
     "decay": 0.9,
     "steps_per_frame": "auto",
     "capacity": 1024,
+    "record_every": 16,
     "fidelity_every": 0,
     "fidelity_window": 20,
 }
@@ -148,7 +149,10 @@ class Session:
         self.probe = Probe(self.algorithm, model)
         self.params = self.probe.param_states
         capacity = max(int(opts["capacity"]), self.steps_per_frame)
-        self.recorder = Recorder(self.probe.spec(), capacity=capacity)
+        self.record_every = max(1, int(opts["record_every"]))
+        self.recorder = Recorder(self.probe.spec(), capacity=capacity, checks=self.probe.checks())
+        self._heavy_columns = np.ones((self.recorder.width,), bool)
+        self._heavy_columns[slice(*self.recorder.columns["loss"])] = False
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
         self._lock = threading.RLock()
         self._pause_requested = threading.Event()
@@ -275,22 +279,38 @@ class Session:
 
         grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
 
-        def one_step(carry: tuple, pair: tuple) -> tuple:
+        every, heavy_columns = self.record_every, jnp.asarray(self._heavy_columns)
+
+        def one_step(carry: tuple, inputs: tuple) -> tuple:
             status, opt_state = carry
-            grads, loss, _ = grad_fn(*pair)
+            x_t, y_t, is_last = inputs
+            # Heavy metrics on every `record_every`-th step and the frame's last (so a pushed
+            # frame always ends on a measured row); also on a failing step, below.
+            scheduled = ((status["count"] + 1) % every == 0) | is_last if every > 1 else True
+            grads, loss, _ = grad_fn(x_t, y_t)
             old = {name: state.value for name, state in params.items()}
             updates, new_opt_state = optimizer.update(grads, opt_state, old)
-            status, row, written = recorder.check_row(status, probe.metrics(loss, grads, updates))
+            new = {
+                name: jax.tree.map(lambda p, u: p + u, old[name], updates[name]) for name in params
+            }
+            checks_ok = probe.check_state(new)
+            measured = scheduled
+            if every > 1:
+                measured = scheduled | ~(jnp.isfinite(loss) & jnp.all(checks_ok))
+            row = probe.row(loss, grads, updates, measured)
+            valid = None if every == 1 else ~heavy_columns | measured
+            status, row, written = recorder.check_row(status, row, valid, checks_ok)
             keep = ~status["halted"]
             for name, state in params.items():
-                new_value = jax.tree.map(lambda p, u: p + u, old[name], updates[name])
-                state.value = _tree_where(keep, new_value, old[name])
+                state.value = _tree_where(keep, new[name], old[name])
             return (status, _tree_where(keep, new_opt_state, opt_state)), (row, written)
 
         def frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
             carry = (recorder.status_of(ring), opt_state)
+            length = jax.tree.leaves(xs)[0].shape[0]
+            is_last = jnp.arange(length) == length - 1
             (status, opt_state), (rows, written) = brainstate.transform.scan(
-                one_step, carry, (xs, ys)
+                one_step, carry, (xs, ys, is_last)
             )
             ring = recorder.write_rows(ring, status, rows, written)
             return ring, opt_state, recorder.pack(status, rows, written)
