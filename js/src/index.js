@@ -14,7 +14,7 @@ import { highlightSets, highlightDotIds } from "./highlight.js";
 import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
 import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
-import { legendPanel, weightRow, groupRow, diagnosticRow, fillListSliced, inspectorPanel, markSelectedRows } from "./panels.js";
+import { legendPanel, weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel } from "./panels.js";
 import { decodeFloat32 } from "./live.js";
 import { LivePanels } from "./live/index.js";
 
@@ -58,10 +58,26 @@ export class ExplorerApp {
     this.listen("change:live_panels", () => this.guard(() => this.live.setPanels(model.get("live_panels") || [])));
     this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
     this.applyOptions();
-    this.guard(() => this.live.setPanels(model.get("live_panels") || []));
-    this.showPythonError();
-    this.layout.warm();
-    this.rebuild();
+    this.disposed = false;
+    this.guard(() => this.start());
+  }
+
+  /**
+   * Start-up after the frame is in the page, one short task per step (render() itself only
+   * builds the empty frame): the layout worker (a blob of the wasm bundle) and its wasm
+   * loading, the live region, then the view model (index built in slices).
+   */
+  async start() {
+    const steps = [
+      () => this.layout.warm(),
+      () => { this.live.setPanels(this.model.get("live_panels") || []); this.showPythonError(); },
+      () => this.rebuild(),
+    ];
+    for (const step of steps) {
+      await yieldToEventLoop();
+      if (this.disposed) return;
+      this.guard(step);
+    }
   }
 
   /** @param {string} event @param {Function} cb */
@@ -258,33 +274,56 @@ export class ExplorerApp {
   }
 
   /**
-   * Build the side panels (`full`, on a new view model: rows appended in short slices, the
-   * weights list of a big model has hundreds) or only mark the selection.
+   * Build the side panels (`full`, on a new view model) or only mark the selection. The
+   * weights/groups/diagnostics lists are virtual (./panels.js VirtualList): only the rows in
+   * view are in the DOM, so a model with hundreds of each costs a few dozen rows; each list is
+   * made in its own short task.
    */
   async renderPanels(full = true) {
     const index = this.index;
     if (!index) return;
-    const select = (/** @type {Selection} */ s) => this.guard(() => this.select(s, true));
     this.renderInspector();
     if (!full && this.panelsIndex === index) {
-      markSelectedRows(index, this.model.get("selected") || {}, this.side);
+      this.markSelection(true);
       return;
     }
     this.panelsIndex = index;
     const generation = ++this.panelsGeneration;
-    const control = { isCurrent: () => generation === this.panelsGeneration && index === this.index };
-    const none = { weights: "no weights", groups: "no hidden groups", diagnostics: "no diagnostics" };
-    const lists = [["weights", [...index.weights.values()], weightRow], ["groups", [...index.groups.values()], groupRow],
-      ["diagnostics", [...index.diagnostics.values()], diagnosticRow]];
-    for (const [name, items, row] of /** @type {[keyof none, any[], Function][]} */ (lists)) {
-      const list = h("div", { class: "etp-list" });
-      fill(this.bodies[name], [list]);
-      if (!items.length) list.append(h("div", { class: "etp-dim" }, none[name]));
-      const done = await fillListSliced(list, items, (/** @type {any} */ item) => row(index, item, {}, select),
-        yieldToEventLoop, control);
-      if (!done) return;
+    const select = (/** @type {Selection} */ s) => this.guard(() => this.select(s, true));
+    const specs = /** @type {[ "weights" | "groups" | "diagnostics", any[], Function, (x: any) => string, string][]} */ ([
+      ["weights", [...index.weights.values()], weightRow, (w) => String(w.path), "no weights"],
+      ["groups", [...index.groups.values()], groupRow, (g) => String(g.index), "no hidden groups"],
+      ["diagnostics", [...index.diagnostics.values()], diagnosticRow, (d) => String(d.index), "no diagnostics"]]);
+    for (const list of Object.values(this.lists || {})) list.dispose();
+    /** @type {Record<string, VirtualList<any>>} */
+    this.lists = {};
+    for (const [name, items, row, keyOf, empty] of specs) {
+      await yieldToEventLoop();
+      if (generation !== this.panelsGeneration || index !== this.index) return;
+      const list = new VirtualList(items, (/** @type {any} */ item, /** @type {boolean} */ active) => row(item, active, select),
+        keyOf, { empty });
+      this.lists[name] = list;
+      const parts = [list.el];
+      if (name === "weights") parts.push(this.weightDetailEl = h("div", { class: "etp-detail-slot" }));
+      fill(this.bodies[name], parts);
     }
-    markSelectedRows(index, this.model.get("selected") || {}, this.side);
+    this.markSelection(true);
+  }
+
+  /** Mark the selected row in the virtual lists (scrolled into view) and show a weight's fix. */
+  markSelection(reveal = false) {
+    const index = this.index;
+    if (!index || !this.lists) return;
+    const selected = this.model.get("selected") || {};
+    const id = selected.id != null ? String(selected.id) : "";
+    for (const [name, kind] of [["weights", "weight"], ["groups", "group"], ["diagnostics", "diagnostic"]]) {
+      const list = this.lists[name];
+      if (list) list.setActive(selected.kind === kind ? id : "", reveal && selected.kind === kind);
+    }
+    if (this.weightDetailEl) {
+      const w = selected.kind === "weight" ? index.weights.get(id) : undefined;
+      fill(this.weightDetailEl, w && (w.reason || w.fix) ? [weightDetail(w)] : []);
+    }
   }
 
   /** The inspector for the current selection. */
@@ -424,6 +463,12 @@ export class ExplorerApp {
   }
 
   dispose() {
+    this.disposed = true;
+    this.rebuildGeneration++;
+    this.panelsGeneration++;
+    this.generation++;
+    for (const list of Object.values(this.lists || {})) list.dispose();
+    this.view.dispose();
     for (const [event, cb] of this.listeners) this.model.off(event, cb);
     for (const entry of this.requests.values()) clearTimeout(entry.timer);
     this.live.dispose();

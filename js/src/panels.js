@@ -33,115 +33,137 @@ export function legendPanel(/** @type {Index} */ index) {
 
 const STATUS_TEXT = { online: "online", exact: "exact", not_learned: "not learned" };
 
-/**
- * @param {Index} index
- * @param {Selection} selected
- * @param {(s: Selection) => void} select
- */
-export function weightsPanel(index, selected, select) {
-  const rows = [...index.weights.values()].map((w) => weightRow(index, w, selected, select));
-  return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no weights")]);
-}
+/** Height of one row of the weights/groups/diagnostics lists (px; fixed: the lists are virtual). */
+export const ROW_HEIGHT = 20;
 
 /**
- * One weight's row.
- * @param {Index} _index
- * @param {any} w
- * @param {Selection} selected
- * @param {(s: Selection) => void} select
- */
-export function weightRow(_index, w, selected, select) {
-  const active = selected && selected.kind === "weight" && selected.id === w.path;
-  const groups = (w.groups || []).length ? ` · groups ${w.groups.join(", ")}` : "";
-  return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
-    onclick: () => select({ kind: "weight", id: w.path }) },
-  h("span", { class: `etp-status status-${w.status}` }, STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status),
-  h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups),
-  active ? weightDetail(w) : null);
-}
-
-/**
- * Append one row per item to `list` in slices of about `budgetMs`, awaiting `pause()` between
- * slices (hundreds of rows at once are a long DOM + style/layout task). Resolves to false when
- * `isCurrent()` turns false (a newer view model or selection took over).
+ * A virtual list: only the rows in view (plus a few either side) are in the DOM, each at a
+ * fixed height, absolutely placed inside a spacer as tall as all rows; a scroll handler (read
+ * the scroll position, then build the rows on the next frame) swaps them. The list's height is
+ * set here, never read back, so nothing forces a synchronous layout. A model with hundreds of
+ * weights and diagnostics costs ~15 rows per list, whatever its size.
  * @template T
- * @param {Element} list
- * @param {T[]} items
- * @param {(item: T) => Element} makeRow
- * @param {() => Promise<any>} pause
- * @param {{isCurrent?: () => boolean, budgetMs?: number}} [control]
  */
-export async function fillListSliced(list, items, makeRow, pause, control = {}) {
-  const budget = control.budgetMs ?? 6;
-  let start = performance.now();
-  let batch = document.createDocumentFragment();
-  for (const item of items) {
-    batch.append(makeRow(item));
-    if (performance.now() - start > budget) {
-      list.append(batch);
-      batch = document.createDocumentFragment();
-      await pause();
-      if (control.isCurrent && !control.isCurrent()) return false;
-      start = performance.now();
-    }
+export class VirtualList {
+  /**
+   * @param {T[]} items
+   * @param {(item: T, active: boolean) => Element} makeRow
+   * @param {(item: T) => string} keyOf
+   * @param {{rowHeight?: number, maxHeight?: number, overscan?: number, empty?: string}} [options]
+   */
+  constructor(items, makeRow, keyOf, options = {}) {
+    this.items = items;
+    this.makeRow = makeRow;
+    this.keyOf = keyOf;
+    this.rowHeight = options.rowHeight ?? ROW_HEIGHT;
+    this.overscan = options.overscan ?? 4;
+    this.viewport = Math.min(Math.max(items.length, 1) * this.rowHeight, options.maxHeight ?? 220);
+    /** @type {Map<string, number>} */
+    this.positions = new Map(items.map((item, i) => [keyOf(item), i]));
+    this.activeKey = "";
+    this.scrollTop = 0;
+    this.first = -1;
+    this.last = -1;
+    /** @type {Map<number, Element>} */
+    this.rows = new Map();
+    this.frame = 0;
+    this.inner = h("div", { class: "etp-vlist-inner", style: { height: `${items.length * this.rowHeight}px` } });
+    this.el = h("div", { class: "etp-list etp-vlist", role: "list", style: { height: `${this.viewport}px` } },
+      items.length ? this.inner : h("div", { class: "etp-dim" }, options.empty || "none"));
+    this.el.addEventListener("scroll", () => {
+      this.scrollTop = this.el.scrollTop; // read only: the rows are written on the next frame
+      if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.render(); });
+    }, { passive: true });
+    this.render();
   }
-  list.append(batch);
-  return true;
+
+  /** Put the rows of the current scroll window in the DOM (reusing the ones already there). */
+  render(force = false) {
+    const n = this.items.length;
+    if (!n) return;
+    const first = Math.max(0, Math.floor(this.scrollTop / this.rowHeight) - this.overscan);
+    const last = Math.min(n - 1, Math.ceil((this.scrollTop + this.viewport) / this.rowHeight) + this.overscan);
+    if (!force && first === this.first && last === this.last) return;
+    /** @type {Map<number, Element>} */
+    const rows = new Map();
+    for (let i = first; i <= last; i++) {
+      let row = force ? undefined : this.rows.get(i);
+      if (!row) {
+        const item = this.items[i];
+        row = this.makeRow(item, this.keyOf(item) === this.activeKey);
+        row.setAttribute("role", "listitem");
+        /** @type {HTMLElement} */ (row).style.top = `${i * this.rowHeight}px`;
+      }
+      rows.set(i, row);
+    }
+    this.rows = rows;
+    this.first = first;
+    this.last = last;
+    this.inner.replaceChildren(...rows.values());
+  }
+
+  /**
+   * Mark the row with this key active (and bring it into view when `reveal`); the DOM holds
+   * only the rows in view, so this is a handful of class changes, never a rebuild.
+   * @param {string} key
+   */
+  setActive(key, reveal = false) {
+    this.activeKey = key;
+    for (const [i, row] of this.rows) row.classList.toggle("active", this.keyOf(this.items[i]) === key);
+    const i = this.positions.get(key);
+    if (!reveal || i === undefined) return;
+    const top = i * this.rowHeight;
+    let scroll = this.scrollTop;
+    if (top < scroll) scroll = top;
+    else if (top + this.rowHeight > scroll + this.viewport) scroll = top + this.rowHeight - this.viewport;
+    if (scroll === this.scrollTop) return;
+    this.scrollTop = scroll;
+    this.el.scrollTop = scroll; // a write; the scroll event that follows reads the same value
+    this.render();
+  }
+
+  dispose() {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+  }
 }
 
-/** The reason and suggested fix shown under the selected weight's row. */
+/**
+ * One weight's row (one line; the reason and fix of the selected weight are shown under the
+ * list by `weightDetail`).
+ * @param {any} w
+ * @param {boolean} active
+ * @param {(s: Selection) => void} select
+ */
+export function weightRow(w, active, select) {
+  const groups = (w.groups || []).length ? ` · groups ${w.groups.join(", ")}` : "";
+  const status = STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status;
+  return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
+    title: `${w.path} (${status})${groups}`, onclick: () => select({ kind: "weight", id: w.path }) },
+  h("span", { class: `etp-status status-${w.status}` }, status),
+  h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups));
+}
+
+/** The reason and suggested fix of the selected weight (shown under the weights list). */
 export function weightDetail(/** @type {any} */ w) {
-  return h("div", { class: "etp-detail" },
+  return h("div", { class: "etp-detail", "data-detail": w.path },
     w.reason ? h("div", { class: "etp-reason" }, w.reason) : null,
     w.fix ? h("div", { class: "etp-fix" }, h("b", {}, "Suggested fix: "), w.fix) : null);
 }
 
-/**
- * Mark the selected row in the already built weights/groups/diagnostics lists (a selection
- * change must not rebuild hundreds of rows: that is a long style/layout task on big models).
- * @param {Index} index
- * @param {Selection} selected
- * @param {Element} root  element holding the lists
- */
-export function markSelectedRows(index, selected, root) {
-  for (const row of root.querySelectorAll(".etp-row.active")) row.classList.remove("active");
-  for (const detail of root.querySelectorAll(".etp-weight > .etp-detail")) detail.remove();
-  const kind = selected && selected.kind;
-  const id = selected && selected.id != null ? String(selected.id) : "";
-  const attr = { weight: "data-weight", group: "data-group", diagnostic: "data-diagnostic" }[/** @type {string} */ (kind)];
-  if (!attr) return;
-  for (const row of root.querySelectorAll(`[${attr}]`)) {
-    if (row.getAttribute(attr) !== id) continue;
-    row.classList.add("active");
-    if (kind === "weight" && index.weights.has(id)) row.append(weightDetail(index.weights.get(id)));
-  }
-}
-
-export function groupsPanel(/** @type {Index} */ index, /** @type {Selection} */ selected, /** @type {(s: Selection) => void} */ select) {
-  const rows = [...index.groups.values()].map((g) => groupRow(index, g, selected, select));
-  return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no hidden groups")]);
-}
-
-/** One hidden group's row. @param {Index} _index @param {any} g @param {Selection} selected @param {(s: Selection) => void} select */
-export function groupRow(_index, g, selected, select) {
-  const active = selected && selected.kind === "group" && selected.id === String(g.index);
+/** One hidden group's row. @param {any} g @param {boolean} active @param {(s: Selection) => void} select */
+export function groupRow(g, active, select) {
+  const text = `${(g.hidden_paths || []).join(" + ")}`;
+  const dim = ` · ${g.num_state} state${g.num_state === 1 ? "" : "s"}` + (g.varshape ? ` · [${g.varshape.join(", ")}]` : "");
   return h("div", { class: `etp-row etp-group${active ? " active" : ""}`, "data-group": String(g.index),
-    onclick: () => select({ kind: "group", id: String(g.index) }) },
-  h("b", {}, `group ${g.index}`), " ", (g.hidden_paths || []).join(" + "),
-  h("span", { class: "etp-dim" }, ` · ${g.num_state} state${g.num_state === 1 ? "" : "s"}` +
-    (g.varshape ? ` · [${g.varshape.join(", ")}]` : "")));
+    title: `group ${g.index}: ${text}${dim}`, onclick: () => select({ kind: "group", id: String(g.index) }) },
+  h("b", {}, `group ${g.index}`), " ", text, h("span", { class: "etp-dim" }, dim));
 }
 
-export function diagnosticsPanel(/** @type {Index} */ index, /** @type {Selection} */ selected, /** @type {(s: Selection) => void} */ select) {
-  const rows = [...index.diagnostics.values()].map((d) => diagnosticRow(index, d, selected, select));
-  return h("div", { class: "etp-list" }, rows.length ? rows : [h("div", { class: "etp-dim" }, "no diagnostics")]);
-}
-
-/** One diagnostic's row. @param {Index} _index @param {any} d @param {Selection} selected @param {(s: Selection) => void} select */
-export function diagnosticRow(_index, d, selected, select) {
-  const active = selected && selected.kind === "diagnostic" && selected.id === String(d.index);
+/** One diagnostic's row. @param {any} d @param {boolean} active @param {(s: Selection) => void} select */
+export function diagnosticRow(d, active, select) {
   return h("div", { class: `etp-row etp-diag level-${d.level}${active ? " active" : ""}`, "data-diagnostic": String(d.index),
-    onclick: () => select({ kind: "diagnostic", id: String(d.index) }) },
+    title: `${d.level} ${d.kind}: ${d.message}`, onclick: () => select({ kind: "diagnostic", id: String(d.index) }) },
   h("span", { class: "etp-level" }, d.level), " ", h("span", { class: "etp-dim" }, d.kind), " ", d.message);
 }
 

@@ -84,6 +84,37 @@ export function buildItem(item, tooltip) {
   return g;
 }
 
+/** The padded box that fits a layout. @param {{x: number, y: number, w: number, h: number}} base */
+export function fitBox(base, pad = 10) {
+  return { x: base.x - pad, y: base.y - pad, w: base.w + 2 * pad, h: base.h + 2 * pad };
+}
+
+function boxText(/** @type {{x: number, y: number, w: number, h: number}} */ box) {
+  return `${box.x} ${box.y} ${box.w} ${box.h}`;
+}
+
+/**
+ * Bounds `[left, top, right, bottom]` of a draw-list item in SVG user units, from its shapes
+ * (polygon points, path data, ellipses) and text anchors; null when it has none.
+ * @param {import("./xdot.js").Item} item
+ * @returns {[number, number, number, number] | null}
+ */
+export function itemBounds(item) {
+  let left = Infinity, top = Infinity, right = -Infinity, bottom = -Infinity;
+  const add = (/** @type {number} */ x, /** @type {number} */ y) => {
+    if (!Number.isFinite(x) || !Number.isFinite(y)) return;
+    if (x < left) left = x; if (x > right) right = x;
+    if (y < top) top = y; if (y > bottom) bottom = y;
+  };
+  for (const s of item.s || []) {
+    if (s.c) { add(s.c[0] - s.c[2], s.c[1] - s.c[3]); add(s.c[0] + s.c[2], s.c[1] + s.c[3]); continue; }
+    const numbers = (s.p || s.d || "").match(/-?\d*\.?\d+(?:e[-+]?\d+)?/gi) || [];
+    for (let i = 0; i + 1 < numbers.length; i += 2) add(Number(numbers[i]), Number(numbers[i + 1]));
+  }
+  for (const t of item.t || []) add(t.x, t.y);
+  return right >= left ? [left, top, right, bottom] : null;
+}
+
 export class GraphView {
   /**
    * @param {HTMLElement} container
@@ -108,6 +139,17 @@ export class GraphView {
     container.addEventListener("pointerup", () => { this.drag = null; });
     container.addEventListener("pointerleave", () => { this.drag = null; });
     container.addEventListener("click", (e) => this.onClick(e));
+    /** @type {Map<string, import("./xdot.js").Item>} draw-list item of each element (its geometry) */
+    this.items = new Map();
+    /** pane size from a ResizeObserver (null until observed): read without forcing a layout */
+    this.size = null;
+    if (typeof ResizeObserver === "function") {
+      this.resizeObserver = new ResizeObserver((entries) => {
+        const r = entries[entries.length - 1].contentRect;
+        this.size = { width: r.width, height: r.height };
+      });
+      this.resizeObserver.observe(container);
+    }
   }
 
   /**
@@ -125,7 +167,9 @@ export class GraphView {
     const budget = control.budgetMs ?? 8;
     const svg = /** @type {SVGSVGElement} */ (document.createElementNS(SVG_NS, "svg"));
     svg.setAttribute("class", "etp-graph etp-building");
-    svg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
+    // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
+    const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
+    svg.setAttribute("viewBox", boxText(fitBox(base)));
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
     const root = document.createElementNS(SVG_NS, "g");
     root.setAttribute("class", "graph");
@@ -133,12 +177,15 @@ export class GraphView {
     this.container.append(svg);
     /** @type {Map<string, Element>} */
     const elements = new Map();
+    /** @type {Map<string, import("./xdot.js").Item>} */
+    const drawn = new Map();
     let sliceStart = performance.now();
     for (const chunk of layout.chunks) {
       const items = JSON.parse(chunk);
       for (const item of items) {
         root.append(buildItem(item, tooltip));
         elements.set(item.id, /** @type {Element} */ (root.lastChild));
+        drawn.set(item.id, item);
         if (performance.now() - sliceStart > budget) {
           await afterFrame();
           if (!isCurrent()) { svg.remove(); return false; }
@@ -147,8 +194,9 @@ export class GraphView {
       }
     }
     if (!isCurrent()) { svg.remove(); return false; }
-    this.base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
+    this.base = base;
     this.elements = elements;
+    this.items = drawn;
     if (this.svg) this.svg.remove();
     svg.classList.remove("etp-building");
     this.svg = svg;
@@ -158,20 +206,29 @@ export class GraphView {
   }
 
   fit() {
-    const pad = 10;
-    this.setBox({ x: this.base.x - pad, y: this.base.y - pad, w: this.base.w + 2 * pad, h: this.base.h + 2 * pad });
+    this.setBox(fitBox(this.base));
   }
 
   /** @param {{x: number, y: number, w: number, h: number}} box */
   setBox(box) {
     this.box = box;
-    if (this.svg) this.svg.setAttribute("viewBox", `${box.x} ${box.y} ${box.w} ${box.h}`);
+    const text = boxText(box);
+    // an unchanged viewBox is not written again (that would re-layout every element)
+    if (this.svg && this.svg.getAttribute("viewBox") !== text) this.svg.setAttribute("viewBox", text);
+  }
+
+  /** The SVG's size on screen: the observed pane size, or (before the first observation) a read. */
+  rect() {
+    if (this.size && this.size.width > 0) return this.size;
+    const r = this.svg ? this.svg.getBoundingClientRect() : { width: 1, height: 1 };
+    return { width: r.width, height: r.height };
   }
 
   /** Zoom by `factor` (> 1 zooms in) around a point in client coordinates (default: centre). */
   zoom(factor, clientX, clientY) {
     if (!this.svg) return;
-    const rect = this.svg.getBoundingClientRect();
+    // buttons: the observed size (no read); wheel: one read, at the start of the input task
+    const rect = clientX == null || clientY == null ? { ...this.rect(), left: 0, top: 0 } : this.svg.getBoundingClientRect();
     const scale = Math.max(this.box.w / Math.max(rect.width, 1), this.box.h / Math.max(rect.height, 1));
     const fx = clientX == null ? 0.5 : (clientX - rect.left) / Math.max(rect.width, 1);
     const fy = clientY == null ? 0.5 : (clientY - rect.top) / Math.max(rect.height, 1);
@@ -186,7 +243,7 @@ export class GraphView {
   /** Pixels per SVG unit right now. */
   scale() {
     if (!this.svg) return 1;
-    const rect = this.svg.getBoundingClientRect();
+    const rect = this.rect();
     return Math.min(rect.width / this.box.w, rect.height / this.box.h) || 1;
   }
 
@@ -233,31 +290,35 @@ export class GraphView {
     }
   }
 
-  /** Centre the view on the given DOT ids (zooming in if they would be tiny). */
+  /**
+   * Centre the view on the given DOT ids (zooming in if they would be tiny). Works on the
+   * layout's own coordinates (the draw-list geometry kept by build()), so it reads nothing
+   * from the DOM: no synchronous layout right after the highlight classes were written.
+   */
   center(/** @type {string[]} */ dotIds) {
     if (!this.svg) return;
-    const els = dotIds.map((id) => this.elements.get(id)).filter(Boolean);
-    if (!els.length) return;
-    const rect = this.svg.getBoundingClientRect();
-    const s = this.scale();
     let left = Infinity, top = Infinity, right = -Infinity, bottom = -Infinity;
-    for (const el of els) {
-      const r = /** @type {Element} */ (el).getBoundingClientRect();
-      left = Math.min(left, r.left); top = Math.min(top, r.top);
-      right = Math.max(right, r.right); bottom = Math.max(bottom, r.bottom);
+    for (const id of dotIds) {
+      const item = this.items.get(id);
+      const b = item ? itemBounds(item) : null;
+      if (!b) continue;
+      left = Math.min(left, b[0]); top = Math.min(top, b[1]);
+      right = Math.max(right, b[2]); bottom = Math.max(bottom, b[3]);
     }
-    // client -> svg coordinates with the current box (content centred, "meet")
-    const toSvgX = (/** @type {number} */ px) => this.box.x + this.box.w / 2 + (px - rect.left - rect.width / 2) / s;
-    const toSvgY = (/** @type {number} */ py) => this.box.y + this.box.h / 2 + (py - rect.top - rect.height / 2) / s;
-    const cx = (toSvgX(left) + toSvgX(right)) / 2;
-    const cy = (toSvgY(top) + toSvgY(bottom)) / 2;
+    if (!(right >= left && bottom >= top)) return;
+    const cx = (left + right) / 2;
+    const cy = (top + bottom) / 2;
     let { w, h } = this.box;
-    const needW = (right - left) / s * 1.4;
-    const needH = (bottom - top) / s * 1.4;
+    const needW = (right - left) * 1.4;
+    const needH = (bottom - top) * 1.4;
     const minZoomW = Math.min(this.base.w, Math.max(needW, 600));
     if (w > minZoomW * 1.5 && needW < w / 3 && needH < h / 3) { h = h * minZoomW / w; w = minZoomW; }
     if (needW > w || needH > h) { const f = Math.max(needW / w, needH / h); w *= f; h *= f; }
     this.setBox({ x: cx - w / 2, y: cy - h / 2, w, h });
+  }
+
+  dispose() {
+    if (this.resizeObserver) this.resizeObserver.disconnect();
   }
 
   /** The current view as a standalone SVG document (highlights kept). */

@@ -210,7 +210,21 @@ def test_stacked_diagnostic_jumps_into_collapsed_module(harness):
     page = harness(Explorer(vm), "stacked_diag")
     wait_rendered(page, timeout=60000)
     page.page.click("details[data-panel='diagnostics'] > summary")
+    # the lists are virtual: only the rows in view are in the DOM, whatever the model's size
+    rows = page.page.evaluate(
+        "['weight', 'group', 'diagnostic']"
+        ".map((k) => document.querySelectorAll(`[data-${k}]`).length)"
+    )
+    assert len(vm["weights"]) > 400 and len(vm["diagnostics"]) > 400
+    assert all(0 < n <= 30 for n in rows), rows
+    # scroll the diagnostics list (as a person would) until the row is there, then click it
+    position = [d["index"] for d in vm["diagnostics"]].index(diag["index"])
+    page.page.locator("[data-panel-body='diagnostics'] .etp-vlist").evaluate(
+        "(el, i) => { el.scrollTop = i * 20; }", position
+    )
+    page.page.wait_for_selector(f"[data-diagnostic='{diag['index']}']")
     page.page.click(f"[data-diagnostic='{diag['index']}']")
+    assert page.page.evaluate("document.querySelectorAll('[data-diagnostic]').length") <= 30
     page.page.wait_for_function(
         """(ids) => { const app = window.etpEl.etpExplorer; if (!app.graph) return false;
           return ids.every((id) => {
