@@ -44,51 +44,16 @@ def _progress(done: int, total: int, started: float, loss: float | None) -> None
     sys.stderr.flush()
 
 
-def _fallback_sine(num_hidden: int = 32) -> tuple[Any, Any, Any]:
-    """Sine-wave regression on an ETP RNN (used only when etp_viz.tasks is unavailable)."""
-    import brainstate
-    import jax.numpy as jnp
-    import numpy as np
-
-    from etp_viz import nn
-
-    class SineRNN(brainstate.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.rnn = nn.ValinaRNNCell(2, num_hidden)
-            self.out = nn.Linear(num_hidden, 1)
-
-        def update(self, x: Any) -> Any:
-            return self.out(self.rnn(x))
-
-    def data(t: int) -> tuple[Any, Any]:
-        phase = 0.2 * t
-        x = np.array([np.sin(phase), np.cos(phase)], np.float32)
-        return x, np.array([np.sin(phase + 0.6)], np.float32)
-
-    model = SineRNN()
-    brainstate.nn.init_all_states(model)
-    return model, jnp.zeros(2, jnp.float32), data
-
-
 def _demo_setup(task_name: str) -> tuple[Any, Any, dict[str, Any], str]:
-    """``(model, x0, session data options, description)`` for a task name."""
+    """``(model, x0, session data options, description)`` for a teaching task's name."""
+    from etp_viz.explorer import tasks
+
     try:
-        from etp_viz.explorer import tasks
-    except ImportError:
-        tasks = None
-    if tasks is not None and hasattr(tasks, "get_task"):
         task = tasks.get_task(task_name)
-        model = task.suggested_model()
-        x0 = task.example_input() if hasattr(task, "example_input") else task.step_data(0)[0]
-        return model, x0, {"task": task}, type(task).__name__
-    if task_name not in ("sine", "sine_regression"):
-        raise SystemExit(
-            f"Task {task_name!r} needs etp_viz.explorer.tasks, which this installation lacks; "
-            "only the built-in 'sine' demo is available."
-        )
-    model, x0, data = _fallback_sine()
-    return model, x0, {"data": data}, "sine regression (built-in; etp_viz.tasks unavailable)"
+    except (KeyError, ValueError) as error:
+        raise SystemExit(str(error)) from None
+    model = task.suggested_model()
+    return model, task.example_input(), {"task": task}, type(task).__name__
 
 
 def _print_graph_summary(graph: Any, out: Any) -> None:
@@ -220,8 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--fidelity-every",
         type=int,
-        default=0,
-        help="measure fidelity vs BPTT every K steps (0: off)",
+        default=50,
+        help="measure gradient fidelity vs BPTT every K steps (0: off; default 50)",
     )
     demo.add_argument("--out", default="demo.html")
     inspect = commands.add_parser("inspect", help="compile a user's model and explain it")
