@@ -188,22 +188,36 @@ def relative_error(actual: Any, expected: Any) -> float:
     return max(errors, default=0.0)
 
 
-def tree_allclose(actual: Any, expected: Any, rtol: float | None = None) -> bool:
-    """Same tree structure and every leaf within ``rtol`` relative (norm-wise) error.
+def tree_allclose(actual: Any, expected: Any, rtol: float | None = None, atol: float = 0.0) -> bool:
+    """The suite's one closeness test for pytrees: same tree structure, same leaf shapes, and
+    per leaf ``||a - e|| <= atol + rtol * ||e||`` (norm-wise).
 
-    The default tolerance is per dtype (``DEFAULT_RTOL``, the loosest dtype in ``expected``).
+    The default ``rtol`` is per dtype (``DEFAULT_RTOL``, the loosest dtype in ``expected``);
+    pass looser ones explicitly where a test needs them.
     """
     if jax.tree.structure(actual) != jax.tree.structure(expected):
         return False
+    leaves_a, leaves_e = jax.tree.leaves(actual), jax.tree.leaves(expected)
+    if any(np.shape(a) != np.shape(e) for a, e in zip(leaves_a, leaves_e)):
+        return False
     if rtol is None:
-        dtypes = {np.dtype(jnp.asarray(leaf).dtype) for leaf in jax.tree.leaves(expected)}
+        dtypes = {np.dtype(jnp.asarray(leaf).dtype) for leaf in leaves_e}
         rtol = max((DEFAULT_RTOL.get(dtype, 1e-4) for dtype in dtypes), default=1e-4)
-    return relative_error(actual, expected) <= rtol
+    return all(
+        _norm(np.asarray(a, np.float64) - np.asarray(e, np.float64)) <= atol + rtol * _norm(e)
+        for a, e in zip(leaves_a, leaves_e)
+    )
 
 
-def assert_tree_allclose(actual: Any, expected: Any, rtol: float | None = None) -> None:
+def _norm(value: Any) -> float:
+    return float(np.linalg.norm(np.ravel(np.asarray(value, np.float64))))
+
+
+def assert_tree_allclose(
+    actual: Any, expected: Any, rtol: float | None = None, atol: float = 0.0
+) -> None:
     """``assert tree_allclose(...)`` with the per-leaf relative errors in the message."""
-    if tree_allclose(actual, expected, rtol):
+    if tree_allclose(actual, expected, rtol, atol):
         return
     if jax.tree.structure(actual) != jax.tree.structure(expected):
         raise AssertionError(

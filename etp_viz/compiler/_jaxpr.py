@@ -11,7 +11,7 @@ linear-cost test compiles a ~5,000-equation chain and checks the count grows lin
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -27,6 +27,7 @@ __all__ = [
     "VISITS",
     "build_jaxpr",
     "eval_jaxpr",
+    "eval_jaxpr_collect",
     "inline_calls",
     "new_var",
     "slice_jaxpr",
@@ -117,24 +118,55 @@ def _debug_info() -> Any:
 
 
 def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
-    """Evaluate an open jaxpr (traceable, differentiable): one loop with an env dict."""
+    """Evaluate an open jaxpr (traceable, differentiable): the values of its outvars."""
+    return eval_jaxpr_collect(jaxpr, consts, args)[0]
+
+
+def eval_jaxpr_collect(
+    jaxpr: Jaxpr,
+    consts: Sequence[Any],
+    args: Sequence[Any],
+    *,
+    collect: Sequence[Any] = (),
+    stop_gradient: Iterable[Var] = (),
+) -> tuple[list[Any], list[Any]]:
+    """Evaluate an open jaxpr: ``(outvar values, values of the collect Vars)``.
+
+    The one jaxpr interpreter of the package (one loop with an env dict; traceable and
+    differentiable). ``collect`` names any Vars of the jaxpr (intermediates included) whose
+    values are returned as well; a Var in ``stop_gradient`` is bound to
+    ``jax.lax.stop_gradient`` of its value, so every later use (outvars and ``collect``
+    included) sees it as a constant under differentiation.
+
+    Inputs bind as ``[*constvars, *invars] <- [*consts, *args]``: jax 0.12 folds constvars
+    without attached values into the leading invars, so that list is the same on both stacks
+    (:func:`all_inputs`). A count mismatch is an error, never a silent truncation.
+    """
+    inputs = all_inputs(jaxpr)
+    if len(inputs) != len(consts) + len(args):
+        raise ValueError(
+            f"eval_jaxpr: the jaxpr takes {len(inputs)} inputs ([*constvars, *invars]) but got "
+            f"{len(consts)} consts and {len(args)} args"
+        )
+    stop = dict.fromkeys(stop_gradient)
     env: dict[Var, Any] = {}
 
     def read(atom: Any) -> Any:
         return env[atom] if _is_var(atom) else atom.val
 
-    # jax 0.12 folds constvars without attached values into the invars; [*constvars, *invars]
-    # is the same input list on both stacks
-    for var, val in zip(all_inputs(jaxpr), [*consts, *args]):
-        env[var] = val
+    def write(var: Any, val: Any) -> None:
+        if _is_var(var):
+            env[var] = jax.lax.stop_gradient(val) if var in stop else val
+
+    for var, val in zip(inputs, [*consts, *args]):
+        write(var, val)
     for eqn in jaxpr.eqns:
         subfuns, bind_params = _compat.eqn_bind_params(eqn)
         outs = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **bind_params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for var, val in zip(eqn.outvars, outs):
-            if _is_var(var):
-                env[var] = val
-    return [read(v) for v in jaxpr.outvars]
+            write(var, val)
+    return [read(v) for v in jaxpr.outvars], [read(v) for v in collect]
 
 
 def all_inputs(jaxpr: Jaxpr) -> list[Var]:
@@ -243,11 +275,6 @@ def slice_jaxpr(
         if _is_var(var) and var not in known:
             constvars[var] = None
     return build_jaxpr(list(constvars), invars, outvars, selected), list(constvars)
-
-
-def make_jaxpr_callable(jaxpr: Jaxpr, consts: Sequence[Any]) -> Callable[..., list[Any]]:
-    """``f(*args) -> list`` evaluating ``jaxpr`` with fixed ``consts``."""
-    return lambda *args: eval_jaxpr(jaxpr, consts, *args)
 
 
 def aval_str(var: Any) -> str:

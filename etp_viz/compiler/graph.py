@@ -27,6 +27,19 @@ Executor contract
     ``hidden_new[g]`` (per-path values of group g before/after the step). It is traceable and
     differentiable: ``jax.vjp`` w.r.t. ``perturbs`` at zero gives :math:`\partial L/\partial h^t`.
 
+``graph.eval_executor(flat_inputs, perturbs=None, collect=(), detach_hidden=False)``
+    The flat form ``run_step`` is built on, for executors that keep values as flat lists:
+    ``flat_inputs`` is ``[*model-arg leaves, *state leaves]`` (the constants are bound from
+    ``module_info.consts`` on both jax stacks); returns ``(outvals, collected)``, the
+    ``executor_jaxpr`` outvars (sliced by ``executor_layout``) and the values of any
+    intermediate Vars of ``module_info.jaxpr`` named in ``collect`` (e.g. an ETP equation's
+    processed weight operands). ``detach_hidden=True`` evaluates ``h = stopgrad(ĥ) + p``
+    (``executor_layout.detach_vars`` are the ``ĥ``): differentiating w.r.t. parameters then
+    gives only the paths to the outputs that cross no new hidden value (the readouts' exact
+    same-step gradient), and w.r.t. ``perturbs`` still :math:`\partial L/\partial h^t`.
+    ``perturbs`` follow ``hidden_perturb.perturb_vars`` (zeros when ``None``). Evaluation is
+    :func:`etp_viz.compiler._jaxpr.eval_jaxpr_collect`, the package's one jaxpr interpreter.
+
 Per relation ``r`` (``HiddenParamOpRelation``):
     ``r.y_to_hidden_groups(y, consts)`` evaluates the y -> h tails (df = a JVP of it);
     ``r.trainable_param_fns[key]`` maps the ``ParamState`` value (the whole pytree) to the
@@ -50,7 +63,7 @@ import jax
 
 from etp_viz import _compat
 
-from ._jaxpr import build_jaxpr, eval_jaxpr
+from ._jaxpr import build_jaxpr, eval_jaxpr_collect
 from .diagnostics import (
     CompilationRecord,
     DiagnosticCollector,
@@ -88,6 +101,21 @@ class ExecutorLayout(NamedTuple):
     #: per relation, per group: number of consts
     relation_const_counts: tuple
     group_const_counts: tuple
+    #: the pre-perturbation hidden values ``ĥ`` (``h = ĥ + p``), detached by ``detach_hidden``
+    detach_vars: tuple = ()
+
+    def xs_of(self, outvals: list) -> list:
+        """Per relation, its ``x`` value (``None`` when the relation has no x)."""
+        xs = outvals[self.xs]
+        return [None if p is None else xs[p] for p in self.x_positions]
+
+    def relation_consts_of(self, outvals: list) -> list:
+        """``[relation][group k] -> [const values]`` (constvar order)."""
+        return _regroup(outvals[self.relation_consts], self.relation_const_counts)
+
+    def group_consts_of(self, outvals: list) -> list:
+        """``[group] -> [const values]`` (``transition_jaxpr_constvars`` order)."""
+        return _regroup(outvals[self.group_consts], (self.group_const_counts,))[0]
 
 
 class StepResult(NamedTuple):
@@ -131,13 +159,32 @@ class ETraceGraph(NamedTuple):
         print(format_records(records), file=file or sys.stdout)
         return tuple(records)
 
+    def eval_executor(
+        self,
+        flat_inputs: Any,
+        perturbs: Any = None,
+        *,
+        collect: Any = (),
+        detach_hidden: bool = False,
+    ) -> tuple[list, list]:
+        """Evaluate ``executor_jaxpr`` on flat inputs: ``(outvals, collected)`` (module
+        docstring)."""
+        if perturbs is None:
+            perturbs = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in self._pvars]
+        stop = self.executor_layout.detach_vars if detach_hidden else ()
+        return eval_jaxpr_collect(
+            self.executor_jaxpr,
+            self.module_info.consts,
+            [*flat_inputs, *perturbs],
+            collect=collect,
+            stop_gradient=stop,
+        )
+
     def run_step(self, args: Any, state_vals: Any, perturbs: Any = None) -> StepResult:
         """One perturbed forward step returning the executor's values (module docstring)."""
         minfo = self.module_info
-        if perturbs is None:
-            perturbs = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in self._pvars]
         flat = jax.tree.leaves((tuple(args), list(state_vals)))
-        outs = eval_jaxpr(self.executor_jaxpr, minfo.consts, *flat, *perturbs)
+        outs, _ = self.eval_executor(flat, perturbs)
         lay = self.executor_layout
         outputs = jax.tree.unflatten(minfo.out_treedef, outs[lay.outputs])
         flat_states = outs[lay.states]
@@ -146,10 +193,9 @@ class ETraceGraph(NamedTuple):
             treedef = jax.tree.structure(tree)
             new_states.append(treedef.unflatten(flat_states[start : start + treedef.num_leaves]))
             start += treedef.num_leaves
-        xs_flat = outs[lay.xs]
-        xs = [None if p is None else xs_flat[p] for p in lay.x_positions]
-        relation_consts = _regroup(outs[lay.relation_consts], lay.relation_const_counts)
-        group_consts = _regroup(outs[lay.group_consts], (lay.group_const_counts,))[0]
+        xs = lay.xs_of(outs)
+        relation_consts = lay.relation_consts_of(outs)
+        group_consts = lay.group_consts_of(outs)
         by_var = dict(zip(minfo.invars[minfo.num_arg_leaves :], flat[minfo.num_arg_leaves :]))
         new_by_var = dict(zip(minfo.jaxpr.outvars[minfo.num_out_leaves :], flat_states))
         hidden_prev = [[by_var[v] for v in g.hidden_invars] for g in self.hidden_groups]
@@ -276,9 +322,25 @@ def _executor_jaxpr(minfo, perturb, relations, groups):
         x_positions=tuple(x_positions),
         relation_const_counts=rel_counts,
         group_const_counts=tuple(len(c) for c in grp_consts),
+        detach_vars=tuple(_perturbed_hat_vars(base, perturb.perturb_vars)),
     )
     assert layout.group_consts.stop - layout.group_consts.start == n_gc
     return jaxpr, layout
+
+
+def _perturbed_hat_vars(perturb_jaxpr: Any, perturb_vars: list) -> list:
+    """The ``ĥ`` of every ``h = add ĥ p`` the perturbation pass inserted after the equation
+    producing ``h`` (a read-only hidden state's ``h^{t-1} + p`` adds to an input: not one)."""
+    pvars = dict.fromkeys(perturb_vars)
+    inputs = dict.fromkeys(perturb_jaxpr.invars)
+    found = []
+    for eqn in perturb_jaxpr.eqns:
+        if eqn.primitive is not jax.lax.add_p or len(eqn.invars) != 2:
+            continue
+        hat, p = eqn.invars
+        if _compat.is_var(p) and p in pvars and _compat.is_var(hat) and hat not in inputs:
+            found.append(hat)
+    return found
 
 
 def _regroup(flat: list, counts: tuple) -> list:

@@ -84,7 +84,8 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
 
     Subclasses implement ``init_traces(plan) -> pytree``,
     ``update_traces(traces, data, count) -> pytree`` and
-    ``trace_gradients(traces, dl_dh, weights, count) -> {relation: {key: grad}}``.
+    ``trace_gradients(traces, dl_dh, weights, count) -> {relation: {key: grad}}``, and may
+    override ``gradient_residuals`` / ``residual_gradients`` (what a step's backward keeps).
     """
 
     def __init__(self, model: Any, vjp_method: str = "single-step", name: str | None = None):
@@ -176,6 +177,13 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
     def update(self, *args: Any) -> Any:
         self._require_compiled()
         if len(args) == 1 and isinstance(args[0], MultiStepData):
+            if self.vjp_method != "multi-step":
+                raise ValueError(
+                    f"{type(self).__name__} was built with vjp_method='single-step', so it "
+                    "cannot take a MultiStepData window. Build it with "
+                    "vjp_method='multi-step', e.g. `etp_viz.D_RTRL(model, "
+                    "vjp_method='multi-step')`, or call it once per time step."
+                )
             return self._multi(args[0].xs)
         for arg in args:
             if isinstance(arg, MultiStepData):
@@ -198,6 +206,15 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
 
     def traces_of_path(self, traces: Any, path: tuple) -> dict:  # pragma: no cover
         raise NotImplementedError
+
+    def gradient_residuals(self, new_traces: Any, data: dict) -> Any:
+        """What a single step's backward keeps to contract with :math:`\\partial L/\\partial
+        h^t` (default: the new traces). Override to keep less than the traces."""
+        return new_traces
+
+    def residual_gradients(self, residuals: Any, dl_dh: dict, weights: dict, count: Any) -> dict:
+        """Gradients from :meth:`gradient_residuals` (default: :meth:`trace_gradients`)."""
+        return self.trace_gradients(residuals, dl_dh, weights, count)
 
 
 def _float_dtype(plan: Any) -> Any:

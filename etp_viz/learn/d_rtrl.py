@@ -25,7 +25,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from .base import ETraceVjpAlgorithm
-from .trace_math import drtrl_gradient, drtrl_update
+from .trace_math import drtrl_gradient, drtrl_update, fresh_gradient
 
 __all__ = ["D_RTRL", "ParamDimVjpAlgorithm"]
 
@@ -79,13 +79,36 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
     def trace_gradients(self, traces: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
         """:math:`\\partial L/\\partial W = \\sum_g (\\partial L/\\partial h_g)\\cdot
         \\epsilon_g` per relation, shaped like its trainable operands."""
+        return self.residual_gradients({"traces": traces, "fresh": {}}, dl_dh, weights, count)
+
+    def gradient_residuals(self, new_traces: dict, data: dict) -> dict:
+        """``{'traces': {key: epsilon^t}, 'fresh': {key: (x^t, D_f^t)}}``: a group with
+        :math:`D^t \\equiv 0` keeps only ``x`` and ``D_f`` (its trace is exactly
+        :math:`\\mathrm{diag}(D_f^t)\\otimes x^t`, so the backward never reads the
+        parameter-sized trace; see :func:`~.trace_math.fresh_gradient`)."""
+        fresh = {
+            (r, g): (data["x"][r], data["df"][(r, g)])
+            for (r, g) in new_traces
+            if data["dh_dh"][g] is None
+        }
+        traces = {key: value for key, value in new_traces.items() if key not in fresh}
+        return {"traces": traces, "fresh": fresh}
+
+    def residual_gradients(self, residuals: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
+        """The gradients of :meth:`trace_gradients` from :meth:`gradient_residuals`."""
         plan = self.graph_executor.plan
         grads: dict = {}
         for rel in plan.relations:
             for g in rel.group_indices:
-                part = drtrl_gradient(
-                    traces[(rel.index, g)], dl_dh[g], weights[rel.index], rel.rules
-                )
+                key = (rel.index, g)
+                if key in residuals["fresh"]:
+                    x, df = residuals["fresh"][key]
+                    y_shape = tuple(rel.y_var.aval.shape)
+                    part = fresh_gradient(x, df, dl_dh[g], weights[rel.index], rel.rules, y_shape)
+                else:
+                    part = drtrl_gradient(
+                        residuals["traces"][key], dl_dh[g], weights[rel.index], rel.rules
+                    )
                 prev = grads.get(rel.index)
                 grads[rel.index] = part if prev is None else {k: prev[k] + part[k] for k in part}
         return grads

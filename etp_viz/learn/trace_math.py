@@ -135,10 +135,23 @@ def pp_gradient(
 
     The weighted df is summed down to ``y_shape`` (the VJP of a broadcast from ``y`` to
     ``h``, e.g. an element-wise weight shared over the batch)."""
+    return fresh_gradient(trace_x, trace_f / correction, dl_dh, weights, rules, y_shape)
+
+
+def fresh_gradient(
+    x: Any, df: Any, dl_dh: Any, weights: dict, rules: PrimitiveRules, y_shape: tuple[int, ...]
+) -> dict:
+    r""":math:`\sum_a \mathrm{xy\_to\_dw}(x,\; D_{f,a} \odot \partial L/\partial h_a)`
+    (summed down to ``y_shape``): the contraction of the fresh trace term
+    :math:`\mathrm{diag}(D_f)\otimes x` with the learning signal, without forming it.
+
+    It is D-RTRL's whole gradient when :math:`D^t \equiv 0` (then
+    :math:`\epsilon^t = \mathrm{diag}(D_f^t)\otimes x^t`), at the cost of one ``xy_to_dw``
+    instead of a read of the parameter-sized trace."""
     total = None
     for a in range(dl_dh.shape[-1]):
-        signal = sum_to_shape(trace_f[..., a] * dl_dh[..., a] / correction, y_shape)
-        part = rules.xy_to_dw(trace_x, signal.astype(trace_f.dtype), weights, **rules.params)
+        signal = sum_to_shape(df[..., a] * dl_dh[..., a], y_shape)
+        part = rules.xy_to_dw(x, signal.astype(df.dtype), weights, **rules.params)
         total = part if total is None else _add(total, part)
     return total
 

@@ -2,10 +2,12 @@ r"""The ``jax.custom_vjp`` functions behind ``ETraceVjpAlgorithm.__call__``.
 
 Single step (``alg(x)``)
     forward: run the step, compute :math:`x^t, D_f^t, D^t`, update the traces
-    :math:`\epsilon^{t-1}\to\epsilon^t`. backward: one VJP of the perturbed step gives
-    :math:`\partial L^t/\partial h^t` (through ``p``) and the exact same-step gradient of the
-    readouts; the ETP relations get ``trace_gradients(epsilon^t, dL/dh^t)``, pulled back from the
-    processed weights to the ``ParamState`` leaves by the VJP of ``params -> operands``.
+    :math:`\epsilon^{t-1}\to\epsilon^t`; keep ``alg.gradient_residuals(epsilon^t, data)``
+    (the traces, or less: D-RTRL keeps only ``x, D_f`` where :math:`D^t\equiv 0`).
+    backward: one VJP of the perturbed step gives :math:`\partial L^t/\partial h^t` (through
+    ``p``) and the exact same-step gradient of the readouts; the ETP relations get
+    ``residual_gradients(kept, dL/dh^t)``, pulled back from the processed weights to the
+    ``ParamState`` leaves by the VJP of ``params -> operands``.
 
 Multi step (``alg(MultiStepData(xs))``, ``vjp_method='multi-step'``)
     forward: scan the trace update over the window. backward: exact VJP through the window
@@ -24,7 +26,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .executor import interpret
 from .trace_math import BIAS_CORRECTION_STEPS
 
 
@@ -142,19 +143,25 @@ def make_single_step(alg: Any):
     num_out = plan.module_info.num_out_leaves
     out_treedef = plan.module_info.out_treedef
     summarize = getattr(alg, "_step_data_summary", None)
+    # the traces' cotangent is zero: built from static shapes, so no trace is a residual
+    trace_shapes = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), alg.etrace.value)
 
-    def run(params, others, traces, count, arg_leaves):
+    def step_with_data(params, others, traces, count, arg_leaves):
         invals = layout.assemble(arg_leaves, params, others)
         outs, new_states, data = ex.step_data(invals)
         new_traces = alg.update_traces(traces, data, count)
         # Optional per-step record (``alg.record_step_data``): an output without a gradient.
         record = jax.lax.stop_gradient(summarize(data)) if summarize is not None else None
-        return outs, layout.others_of(new_states), new_traces, record
+        return (outs, layout.others_of(new_states), new_traces, record), data
+
+    def run(params, others, traces, count, arg_leaves):
+        return step_with_data(params, others, traces, count, arg_leaves)[0]
 
     custom = jax.custom_vjp(run)
 
     def fwd(params, others, traces, count, arg_leaves):
-        outs, new_others, new_traces, record = run(params, others, traces, count, arg_leaves)
+        primal, data = step_with_data(params, others, traces, count, arg_leaves)
+        outs, new_others, new_traces, record = primal
         zeros_p = [jnp.zeros(v.aval.shape, v.aval.dtype) for v in plan.hidden_outvars]
 
         def readout(params, perturbations):
@@ -163,22 +170,23 @@ def make_single_step(alg: Any):
             return outs_p[:num_out], operands
 
         (_, operands), vjp_fn = jax.vjp(readout, params, zeros_p)
-        residuals = (vjp_fn, new_traces, operands, count, others, arg_leaves)
-        return (outs, new_others, new_traces, record), residuals
+        kept = alg.gradient_residuals(new_traces, data)
+        residuals = (vjp_fn, kept, operands, count, others, arg_leaves)
+        return primal, residuals
 
     def bwd(residuals, cotangents):
-        vjp_fn, traces, operands, count, others, arg_leaves = residuals
+        vjp_fn, kept, operands, count, others, arg_leaves = residuals
         out_cot, other_cot, _, _ = cotangents
         zero_ops = jax.tree.map(jnp.zeros_like, operands)
         bypass, p_cot = vjp_fn((list(out_cot), zero_ops))
         dl_dh = layout.signal_per_group(p_cot, list(other_cot))
-        grads = alg.trace_gradients(traces, dl_dh, operands, count)
+        grads = alg.residual_gradients(kept, dl_dh, operands, count)
         zero_outs = [jnp.zeros_like(c) for c in out_cot]
         from_traces, _ = vjp_fn((zero_outs, _fill_operands(operands, grads)))
         return (
             _add(bypass, from_traces),
             _zeros(others),
-            _zeros(traces),
+            jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), trace_shapes),
             zero_cotangent(count),
             _zeros(arg_leaves),
         )
@@ -206,7 +214,6 @@ def make_multi_step(alg: Any):
     ex = alg.graph_executor
     plan = ex.plan
     layout = StateLayout(plan)
-    num_out = plan.module_info.num_out_leaves
     out_treedef = plan.module_info.out_treedef
     learned = alg.learning_status.learned_leaf_mask(layout)
 
@@ -224,8 +231,8 @@ def make_multi_step(alg: Any):
 
     def window(params, hidden, others, xs_leaves):
         def body(others, x_leaves):
-            outs, _ = interpret(plan, layout.assemble(x_leaves, params, others))
-            return layout.others_of(outs[num_out:]), outs[:num_out]
+            outs, new_states = ex.run(layout.assemble(x_leaves, params, others))
+            return layout.others_of(new_states), outs
 
         final, outs = jax.lax.scan(body, layout.with_hidden(others, hidden), xs_leaves)
         return outs, final
@@ -246,12 +253,6 @@ def make_multi_step(alg: Any):
         return (outs, final, new_traces, new_count), residuals
 
     def bwd(residuals, cotangents):
-        if alg.vjp_method != "multi-step":
-            raise ValueError(
-                f"{type(alg).__name__} was built with vjp_method='single-step', so it cannot "
-                "differentiate a MultiStepData window. Build it with "
-                "vjp_method='multi-step', or call it once per time step inside the gradient."
-            )
         vjp_window, vjp_operands, traces, operands, count, others, xs_leaves = residuals
         out_cot, other_cot, _, _ = cotangents
         window_grads, hidden_cot = vjp_window((list(out_cot), list(other_cot)))

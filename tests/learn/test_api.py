@@ -123,6 +123,8 @@ def test_sequence_to_a_single_step_learner_is_a_clear_error():
     _, alg, xs = _gru_learner(batch=2)
     with pytest.raises(ValueError, match="looks like a whole sequence"):
         alg(xs)
+    with pytest.raises(ValueError, match="vjp_method='single-step'.*MultiStepData"):
+        alg(etp_viz.MultiStepData(xs))  # the plain forward call already refuses it
     grad = brainstate.transform.grad(
         lambda: sequence_loss(alg(etp_viz.MultiStepData(xs))), alg.param_states
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from etp_viz.learn import trace_math as tm
-from etp_viz.learn.graph_adapter import bind_rules
+from etp_viz.learn.plan import bind_rules
 from etp_viz.ops import etp_mm_p
 
 
