@@ -12,14 +12,26 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-STEPS = 30
+STEPS = 48
+FIDELITY_EVERY = 12  # the demo measures fidelity by default; make it land inside the run
 
 
 @pytest.fixture(scope="module")
 def demo_html(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "demo.html"
     result = subprocess.run(
-        [sys.executable, "-m", "etp_viz", "demo", "--steps", str(STEPS), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "etp_viz",
+            "demo",
+            "--steps",
+            str(STEPS),
+            "--fidelity-every",
+            str(FIDELITY_EVERY),
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
