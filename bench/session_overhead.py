@@ -130,6 +130,9 @@ def main() -> None:
     parser.add_argument("--algorithm", default="d_rtrl")
     parser.add_argument("--steps-per-frame", default="auto")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--record-every", default=None, help="Session record_every (default: the session's)"
+    )
     parser.add_argument("--note", default="", help="load note stored in the result")
     args = parser.parse_args()
     brainstate.random.seed(0)
@@ -147,6 +150,7 @@ def main() -> None:
             steps_per_frame=spf_option,
             capacity=1024,
             **options,
+            **({} if args.record_every is None else {"record_every": int(args.record_every)}),
         )
     session.run(args.steps, background=False)  # compile; 'auto' settles its frame length
     session.run(args.steps, background=False)
@@ -191,6 +195,7 @@ def main() -> None:
         "steps_per_block": args.steps,
         "steps_per_frame": spf,
         "steps_per_frame_option": args.steps_per_frame,
+        "record_every": session.record_every,
         "bare_dispatch_step_us": best["bare_dispatch"] * 1e6,
         "bare_scan_step_us": best["bare_scan"] * 1e6,
         "bare_step_us": bare * 1e6,

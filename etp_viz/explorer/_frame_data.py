@@ -45,6 +45,9 @@ class FrameData:
 
 def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     """Stack ``[(x_t, y_t)]`` on a new leading axis (numpy unless a leaf is a jax array)."""
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    if all(type(a) is np.ndarray for a in xs) and all(type(a) is np.ndarray for a in ys):
+        return np.stack(xs), np.stack(ys)  # the common case: no pytree walk per step
 
     def stack(*leaves: Any) -> Any:
         if any(isinstance(leaf, jax.Array) for leaf in leaves):

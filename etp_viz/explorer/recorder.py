@@ -8,9 +8,10 @@ shape ``(capacity, width)``: every metric flattened into its own columns, see
 one row; the guard's failure record is a column mask mapped back to metric names on the host.
 Nothing leaves the device during a frame; the host pulls the frame's new rows **once per UI
 frame** with :meth:`Recorder.drain`.
-The ring also carries the non-finite guard: the first step whose metrics contain NaN/inf sets
-``halted``, records which metrics went bad, and every later row is not written, so the recorded
-history stops right before the failure and stays intact.
+The ring also carries the non-finite guard: the first step whose measured metrics (or extra
+checks, e.g. the weights after the update) contain NaN/inf sets ``halted``, records which went
+bad, and every later row is not written, so the recorded history stops right before the failure
+and stays intact. Columns not measured on a step hold NaN and are not checked.
 
 Examples
 --------

@@ -17,9 +17,18 @@ recorder write into on-device ring buffers. The frame's data is gathered on the 
 to the host in one transfer, appended to :attr:`Session.history`, and listeners (the widget)
 are told. A frame is split only at fidelity checkpoints.
 
-Failures: a NaN/inf in the loss, a gradient, a weight change or a trace pauses the session and
-names the step and the quantities (:attr:`History.failure`); the weights keep their last finite
-values and the history before it is intact. An exception in the user's data or loss function is
+Recording cost: the loss is recorded every step; the heavy metrics (trace norms, df / dh-dh,
+gradient and weight-change norms: one pass over a parameter- or trace-sized array each) every
+``record_every`` steps, on a frame's last step, and on a failing step, under ``lax.cond`` (NaN
+in the history means "not measured").
+
+Failures: checked EVERY step are the loss, every parameter after the update and every hidden
+state (one ``all(isfinite)`` per array); a non-finite one pauses the session at that exact step
+and names it (:attr:`History.failure`: ``loss``, ``weight/<path>``, ``hidden/<path>``, plus the
+heavy metrics, which are measured on the failing step too). A non-finite trace is caught
+through the weights it updates (the online gradient is trace x learning signal); on its own it
+is seen on measured steps only. The weights keep their last finite values and the history
+before the failure is intact. An exception in the user's data or loss function is
 stored in :attr:`Session.error`, raised as :class:`UserCodeError` from :meth:`step`, and the
 session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
 """
@@ -116,6 +125,11 @@ class Session:
         ``capacity``): the per-frame host work is then paid once per ~50 ms, not per step.
     capacity : int
         Rows of the on-device ring buffers (≥ ``steps_per_frame``).
+    record_every : int
+        Heavy metrics (trace norms, df / dh-dh, gradient and weight-change norms) are measured
+        on every ``record_every``-th step (``(t + 1) % record_every == 0``), on the last step of
+        each frame and on a failing step; NaN elsewhere. 1 measures every step. The default
+        (16) keeps the attached step within ~10 % of the bare step on the benchmark models.
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
     """

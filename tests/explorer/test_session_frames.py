@@ -18,9 +18,8 @@ from ._session_models import OneStepLearner, TinyRNN, sine_data
 
 def tiny(**options):
     model = TinyRNN()
-    return Session(
-        model, np.zeros(2, np.float32), algorithm=OneStepLearner(model), data=sine_data, **options
-    )
+    options.setdefault("data", sine_data)
+    return Session(model, np.zeros(2, np.float32), algorithm=OneStepLearner(model), **options)
 
 
 def test_a_frame_is_one_jitted_call():
@@ -106,3 +105,36 @@ def test_auto_frame_size_aims_at_50ms_frames_in_powers_of_two():
     session._adapt_frame_size(7, 1.0)
     session._adapt_frame_size(7, 1.0)
     assert session.steps_per_frame == 7
+
+
+def test_heavy_metrics_every_record_every_steps_and_on_a_frames_last_step():
+    session = tiny(steps_per_frame=10, record_every=4)
+    session.run(20, background=False)  # two frames of 10 steps
+    history = session.history
+    assert np.all(np.isfinite(history.loss))  # the loss: every step
+    measured = np.isfinite(history["grad_norm/W"])
+    expected = [(t + 1) % 4 == 0 or t % 10 == 9 for t in range(20)]
+    assert measured.tolist() == expected
+    for name in ("update_norm/V", "trace/input_trace"):
+        assert np.isfinite(history[name]).tolist() == expected  # NaN = not measured
+
+
+def test_record_every_one_measures_every_step():
+    history = tiny(steps_per_frame=5, record_every=1).step(10)
+    assert all(np.all(np.isfinite(values)) for values in history.metrics.values())
+
+
+def test_non_finite_weight_with_finite_loss_halts_at_its_step():
+    # Step 5's learning rate is infinite: its loss is finite, the weights it makes are not.
+    import jax.numpy as jnp
+    import optax
+
+    optimizer = optax.sgd(lambda count: jnp.where(count == 5, jnp.inf, 1e-2))
+    session = tiny(optimizer=optimizer, steps_per_frame=16, record_every=1000)
+    session.step(16)
+    failure = session.history.failure
+    assert failure["step"] == 5 and session.step_count == 5 == session.history.num_steps
+    assert "loss" not in failure["quantities"]
+    assert {"weight/W", "weight/V"} <= set(failure["quantities"])
+    for state in session.params.values():
+        assert np.all(np.isfinite(np.asarray(state.value["weight"])))
