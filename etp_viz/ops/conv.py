@@ -13,17 +13,15 @@ channel :math:`c` only depends on the kernel slice :math:`K[\dots, c]`, so
    \qquad \text{layout } (N, *\mathrm{spatial\_out}, *K.\mathrm{shape}),
 
 kept *per output position* (no spatial sum: the hidden state at each position has its own
-trace). ``yw_to_w`` multiplies by :math:`g_{n,p,c(k)}`; ``xy_to_etrace`` is the kernel VJP of
-each output position separately (:math:`x`-patch times :math:`g`); the bias trace is
-``y``-shaped (:math:`\epsilon^b = g`).
+trace). ``yw_to_w`` multiplies by :math:`g_{n,p,c(k)}`; ``xy_to_etrace`` is the input patch
+of each output position (one ``conv_general_dilated_patches``) times :math:`g`, broadcast over
+the kernel; the bias trace is ``y``-shaped (:math:`\epsilon^b = g`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -98,26 +96,79 @@ def conv_xy_to_dw(x, hidden_dim, weights: dict, *, has_bias=False, **params) -> 
     return vjp_weights(fwd, weights, hidden_dim)
 
 
-def conv_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False, **params) -> dict:
-    """Kernel VJP of every output position separately: ``(N, *sp, *K)``; bias: ``g``.
+def _canonical_patches(x, window: tuple[int, ...], params: dict):
+    """Input patches in the canonical layout ``(N, *spatial_out, C_in, *window)``.
 
-    Cost: one batched kernel-VJP per output position (vmapped); fine for the small recurrent
-    convolutions D-RTRL is meant for.
+    One ``conv_general_dilated_patches`` call applies strides, padding and both dilations
+    exactly as the forward conv does. ``precision=HIGHEST`` keeps the identity-kernel
+    extraction exact where the default matmul precision is reduced (TF32 on GPUs).
+    """
+    dn = params["dimension_numbers"]
+    x_nc = jnp.transpose(x, dn.lhs_spec)
+    patches = lax.conv_general_dilated_patches(
+        x_nc,
+        window,
+        params["window_strides"],
+        params["padding"],
+        lhs_dilation=params["lhs_dilation"],
+        rhs_dilation=params["rhs_dilation"],
+        precision=lax.Precision.HIGHEST,
+    )  # (N, C_in * prod(window), *spatial_out); features ordered (C_in, *window)
+    n_sp, n_win = patches.ndim - 2, len(window)
+    patches = patches.reshape(x_nc.shape[0], x_nc.shape[1], *window, *patches.shape[2:])
+    order = (0, *range(2 + n_win, 2 + n_win + n_sp), 1, *range(2, 2 + n_win))
+    return jnp.transpose(patches, order)
+
+
+def _grouped_patches(patches, n_sp: int, params: dict):
+    """``(N_out, *spatial_out, groups, I, *window)``: the input slice each kernel group reads.
+
+    ``feature_group_count = G``: the input channels split into ``G`` contiguous groups of
+    ``I = C_in / G``. ``batch_group_count = B``: the input batch splits into ``B`` contiguous
+    groups of ``N_out = N / B`` samples and every group reads all ``I = C_in`` channels. Output
+    channels are grouped the same way (contiguous blocks of ``C_out / groups``).
+    """
+    batch_groups = params["batch_group_count"]
+    if batch_groups > 1:
+        grouped = patches.reshape(batch_groups, -1, *patches.shape[1:])
+        return jnp.moveaxis(grouped, 0, 1 + n_sp)
+    groups = params["feature_group_count"]
+    lead, channels, window = (
+        patches.shape[: 1 + n_sp],
+        patches.shape[1 + n_sp],
+        patches.shape[2 + n_sp :],
+    )
+    return patches.reshape(*lead, groups, channels // groups, *window)
+
+
+def conv_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False, **params) -> dict:
+    r"""Unreduced kernel trace ``(N, *spatial_out, *K.shape)``; bias trace ``g``.
+
+    For output position :math:`(n, p)` and kernel entry :math:`k = (o, i, w)` (channel ``i``
+    of the group of output channel ``o``, window offset ``w``):
+
+    .. math:: \epsilon^K_{n,p,k} = g_{n,p,o}\, \partial y_{n,p,o}/\partial K_{o,i,w}
+       = g_{n,p,o}\, \tilde x_{n,p,\mathrm{grp}(o),i,w}
+
+    where :math:`\tilde x` are the input patches (:func:`_grouped_patches`). Cost: one
+    ``conv_general_dilated_patches`` plus one broadcasted product the size of the trace, for
+    every stride, padding, dilation, feature/batch grouping and dimension numbers.
     """
     dn = params["dimension_numbers"]
     kernel = weights["weight"]
-    y, pullback = jax.vjp(lambda k: _conv_only(x, k, params), kernel)
-    gt = _position_major(jnp.asarray(hidden_dim, y.dtype), dn)
-    lead = gt.shape[:-1]
-    perm = (dn.out_spec[0], *dn.out_spec[2:], dn.out_spec[1])
-    inverse = tuple(perm.index(axis) for axis in range(len(perm)))
-
-    def one_position(index):
-        mask = (jnp.arange(math.prod(lead)) == index).reshape(*lead, 1)
-        return pullback(jnp.transpose(gt * mask, inverse))[0]
-
-    per_position = jax.vmap(one_position)(jnp.arange(math.prod(lead)))
-    out = {"weight": per_position.reshape(*lead, *kernel.shape)}
+    dtype = jnp.result_type(x, kernel)
+    window = tuple(kernel.shape[axis] for axis in dn.rhs_spec[2:])
+    n_sp = len(window)
+    patches = _canonical_patches(jnp.asarray(x, dtype), window, params)
+    patches = jnp.expand_dims(_grouped_patches(patches, n_sp, params), 2 + n_sp)
+    g = _position_major(jnp.asarray(hidden_dim, dtype), dn)  # (N_out, *spatial_out, C_out)
+    groups = params["feature_group_count"] * params["batch_group_count"]
+    c_out = g.shape[-1]
+    g = g.reshape(*g.shape[:-1], groups, c_out // groups, *([1] * (1 + n_sp)))
+    trace = (g * patches).reshape(*g.shape[: 1 + n_sp], c_out, *patches.shape[-1 - n_sp :])
+    lead = 1 + n_sp  # canonical kernel axes (O, I, *window) -> the kernel's own layout
+    to_kernel = tuple(lead + dn.rhs_spec.index(axis) for axis in range(kernel.ndim))
+    out = {"weight": jnp.transpose(trace, (*range(lead), *to_kernel))}
     if has_bias:
         out["bias"] = jnp.asarray(hidden_dim)
     return out

@@ -45,6 +45,9 @@ CASE_NAMES = [
     "conv1d",
     "conv1d+bias",
     "conv2d_grouped+bias",
+    "conv2d_dilated_strided+bias",
+    "conv1d_batch_grouped",
+    "conv2d_depthwise_lhs_dilated",
     "sp_mm",
     "sp_mm+bias",
     "sp_mv+bias",
@@ -63,10 +66,10 @@ def _conv_params(x, k, dn, **kw):
     params = dict(
         window_strides=kw.get("strides", (1,) * n),
         padding=kw.get("padding", "SAME"),
-        lhs_dilation=(1,) * n,
+        lhs_dilation=kw.get("lhs_dilation", (1,) * n),
         rhs_dilation=kw.get("rhs_dilation", (1,) * n),
         feature_group_count=kw.get("groups", 1),
-        batch_group_count=1,
+        batch_group_count=kw.get("batch_groups", 1),
         dimension_numbers=lax.conv_dimension_numbers(x.shape, k.shape, dn),
     )
     return params
@@ -100,6 +103,36 @@ def make_case(name: str, seed: int = 0) -> Case:
             "has_bias": bias,
             **_conv_params(
                 x, k, ("NCHW", "OIHW", "NCHW"), strides=(2, 1), padding=((1, 1), (0, 1)), groups=2
+            ),
+        }
+    elif family == "conv2d_dilated_strided":
+        x, k = r((2, 9, 7, 3), 0), r((3, 2, 3, 4), 1)
+        weights, prim = {"weight": k}, ops.etp_conv_p
+        params = {
+            "has_bias": bias,
+            **_conv_params(
+                x, k, ("NHWC", "HWIO", "NHWC"), strides=(2, 3), rhs_dilation=(2, 1), padding="SAME"
+            ),
+        }
+    elif family == "conv1d_batch_grouped":
+        x, k = r((4, 3, 7), 0), r((6, 3, 3), 1)
+        weights, prim = {"weight": k}, ops.etp_conv_p
+        params = {
+            "has_bias": bias,
+            **_conv_params(x, k, ("NCW", "OIW", "NCW"), batch_groups=2, padding=((1, 0),)),
+        }
+    elif family == "conv2d_depthwise_lhs_dilated":
+        x, k = r((2, 4, 5, 3), 0), r((3, 2, 2, 1), 1)  # OHWI kernel, output NCHW
+        weights, prim = {"weight": k}, ops.etp_conv_p
+        params = {
+            "has_bias": bias,
+            **_conv_params(
+                x,
+                k,
+                ("NHWC", "OHWI", "NCHW"),
+                groups=3,
+                lhs_dilation=(2, 1),
+                padding=((1, 0), (0, 1)),
             ),
         }
     elif family in ("sp_mm", "sp_mv"):

@@ -70,19 +70,48 @@ def test_etrace_rules_reduce_to_xy_to_dw(name):
     assert tree_allclose(weighted, xy_to_dw(case.x, g * dl, case.weights, **case.params))
 
 
-@pytest.mark.parametrize("name", ["mm+bias", "conv1d+bias", "sp_mm+bias", "mv", "sp_mv+bias"])
+CONV_CASES = [name for name in CASE_NAMES if name.startswith("conv")]
+
+
+@pytest.mark.parametrize("name", ["mm+bias", "sp_mm+bias", "mv", "sp_mv+bias", *CONV_CASES])
 def test_sum_of_unreduced_trace_is_xy_to_dw(name):
+    """Summing the trace over batch (and output positions for conv) gives the VJP."""
     case = make_case(name)
     _, xy_to_dw, xy_to_etrace, _ = _rules(case)
     g = _random_like(case.apply(), 5)
     trace = xy_to_etrace(case.x, g, case.weights, **case.params)
     dw = xy_to_dw(case.x, g, case.weights, **case.params)
     lead = trace["weight"].ndim - dw["weight"].ndim
-    np.testing.assert_allclose(trace["weight"].sum(axis=tuple(range(lead))), dw["weight"])
+    np.testing.assert_allclose(
+        trace["weight"].sum(axis=tuple(range(lead))), dw["weight"], rtol=1e-10, atol=1e-12
+    )
     if "bias" in dw:
-        bias = trace["bias"].reshape(-1, dw["bias"].shape[0]) if "conv" not in name else None
-        if bias is not None:
-            np.testing.assert_allclose(bias.sum(0), dw["bias"])
+        if name.startswith("conv"):
+            feature_axis = case.params["dimension_numbers"].out_spec[1]
+            bias = jnp.moveaxis(trace["bias"], feature_axis, -1)
+        else:
+            bias = trace["bias"]
+        bias = bias.reshape(-1, dw["bias"].shape[0])
+        np.testing.assert_allclose(bias.sum(0), dw["bias"], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", CONV_CASES)
+def test_conv_trace_is_the_per_position_jacobian(name):
+    """eps[n, p, k] == g[n, p, c(k)] * dy[n, p, c(k)] / dK[k], from jax.jacfwd of the impl."""
+    case = make_case(name)
+    dn = case.params["dimension_numbers"]
+    y = case.apply()
+    g = _random_like(y, 6)
+    trace = ops.get_xy_to_etrace(case.prim)(case.x, g, case.weights, **case.params)["weight"]
+    jac = jax.jacfwd(lambda k: case.apply({**case.weights, "weight": k}))(case.weights["weight"])
+    # (*y, *K) -> (N, *spatial_out, C_out, *K): dy/dK is zero off channel c(k), so summing
+    # g * jac over the output channel axis picks exactly c(k).
+    order = (dn.out_spec[0], *dn.out_spec[2:], dn.out_spec[1])
+    k_axes = tuple(range(y.ndim, jac.ndim))
+    jac = jnp.transpose(jac, (*order, *k_axes))
+    g_major = jnp.transpose(g, order).reshape(*jac.shape[: y.ndim], *([1] * len(k_axes)))
+    expected = jnp.sum(g_major * jac, axis=y.ndim - 1)
+    np.testing.assert_allclose(trace, expected, rtol=1e-10, atol=1e-12)
 
 
 def _recurrence_loss(case, weights, xs, decays, readouts):
@@ -124,8 +153,10 @@ def test_drtrl_recursion_from_rules_equals_bptt(name):
         xs = jax.random.normal(key, (steps, *case.x.shape), dtype=case.x.dtype)
     decays = jax.random.uniform(jax.random.fold_in(key, 1), (steps, *y.shape), dtype=y.dtype)
     readouts = jax.random.normal(jax.random.fold_in(key, 2), (steps, *y.shape), dtype=y.dtype)
-    expected = jax.grad(lambda w: _recurrence_loss(case, w, xs, decays, readouts))(case.weights)
-    got = drtrl_gradient(case, xs, decays, readouts)
+    # jit: one compilation per side instead of one per eager op (conv cases are otherwise slow)
+    loss = jax.jit(jax.grad(lambda w, xs: _recurrence_loss(case, w, xs, decays, readouts)))
+    expected = loss(case.weights, xs)
+    got = jax.jit(lambda xs: drtrl_gradient(case, xs, decays, readouts))(xs)
     assert tree_allclose(got, expected, rtol=1e-9, atol=1e-11)
 
 
