@@ -5,11 +5,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import brainstate
 import jax
 import jax.numpy as jnp
 
 from .._compat import Primitive
 from ._registry import fallback_batching
+
+
+def reject_states(op: str, example: str, **arguments: Any) -> None:
+    """Raise a TypeError when an argument is a brainstate ``State`` instead of its value.
+
+    ``jnp.asarray(ParamState)`` would otherwise fail deep inside JAX ("Cannot determine dtype" /
+    "dtype object is not a valid JAX array type") without naming the op or the argument.
+    """
+    for name, value in arguments.items():
+        if isinstance(value, brainstate.State):
+            raise TypeError(
+                f"{op}: argument `{name}` is a brainstate {type(value).__name__}, not an array. "
+                "ETP ops take the state's current value (the compiler traces that value back "
+                f"to its state). Fix: pass `.value`, e.g. `{example}`."
+            )
 
 
 def shape_dtype(var: Any) -> tuple[tuple[int, ...], Any]:

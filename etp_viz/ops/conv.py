@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._compat import batching
-from ._common import init_pp_output_shaped, shape_dtype, vjp_weights, zeros_trace
+from ._common import init_pp_output_shaped, reject_states, shape_dtype, vjp_weights, zeros_trace
 from ._registry import ETPPrimitiveSpec, fallback_batching, register_primitive_spec
 from ._units import attach_unit, bias_mantissa, split_unit
 
@@ -249,6 +249,20 @@ def _as_tuple(value, n: int, default: int = 1) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
+def _check_channels(x_shape, k_shape, dn, feature_group_count: int) -> None:
+    """Input channels / groups must equal the kernel's input-feature size (a teaching error)."""
+    c_in, k_in = x_shape[dn.lhs_spec[1]], k_shape[dn.rhs_spec[1]]
+    if c_in % feature_group_count or c_in // feature_group_count != k_in:
+        raise ValueError(
+            f"etp_viz.conv: x has shape {tuple(x_shape)} ({c_in} input channels on axis "
+            f"{dn.lhs_spec[1]}) and the kernel {tuple(k_shape)} ({k_in} input features on axis "
+            f"{dn.rhs_spec[1]}), with feature_group_count={feature_group_count}; expected "
+            f"{c_in} / feature_group_count == {k_in}. Fix: check `dimension_numbers` (the "
+            "default is ('NCH..', 'OIH..', 'NCH..')), e.g. `dimension_numbers=('NWC', 'WIO', "
+            "'NWC')` for channels-last, or the kernel's input-feature size."
+        )
+
+
 def conv(
     x: Any,
     kernel: Any,
@@ -273,6 +287,13 @@ def conv(
     ...      dimension_numbers=("NWC", "WIO", "NWC")).shape
     (2, 16, 8)
     """
+    reject_states(
+        "etp_viz.conv",
+        "etp_viz.conv(x, self.kernel.value, strides=1, padding='SAME')",
+        x=x,
+        kernel=kernel,
+        bias=bias,
+    )
     x_m, x_unit = split_unit(x)
     k_m, k_unit = split_unit(kernel)
     x_m, k_m = jnp.asarray(x_m), jnp.asarray(k_m)
@@ -285,6 +306,7 @@ def conv(
         )
     n_spatial = x_m.ndim - 2
     dn = lax.conv_dimension_numbers(x_m.shape, k_m.shape, dimension_numbers)
+    _check_channels(x_m.shape, k_m.shape, dn, int(feature_group_count))
     params = dict(
         window_strides=_as_tuple(strides, n_spatial),
         padding=padding
@@ -303,7 +325,8 @@ def conv(
         if tuple(jnp.shape(b_m)) != (c_out,):
             raise ValueError(
                 f"etp_viz.conv: bias has shape {tuple(jnp.shape(b_m))}, expected ({c_out},) "
-                "(one entry per output channel; it is added on the output feature axis)."
+                "(one entry per output channel; it is added on the output feature axis). Fix: "
+                f"pass a 1-D bias of length {c_out}."
             )
         operands.append(jnp.asarray(b_m))
     y = etp_conv_p.bind(x_m, *operands, has_bias=b_m is not None, **params)

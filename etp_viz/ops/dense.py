@@ -27,6 +27,7 @@ from .._compat import batching
 from ._common import (
     counterpart_batcher,
     init_pp_output_shaped,
+    reject_states,
     shape_dtype,
     vjp_weights,
     zeros_trace,
@@ -151,6 +152,13 @@ def matmul(x: Any, weight: Any, bias: Any = None) -> Any:
     >>> matmul(jnp.ones((4, 3)), jnp.ones((3, 5)), bias=jnp.zeros(5)).shape
     (4, 5)
     """
+    reject_states(
+        "etp_viz.matmul",
+        "etp_viz.matmul(x, self.W.value, self.b.value)",
+        x=x,
+        weight=weight,
+        bias=bias,
+    )
     x_m, x_unit = split_unit(x)
     w_m, w_unit = split_unit(weight)
     x_m, w_m = jnp.asarray(x_m), jnp.asarray(w_m)

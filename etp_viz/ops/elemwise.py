@@ -22,7 +22,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from .._compat import batching
-from ._common import init_pp_output_shaped, shape_dtype, zeros_trace
+from ._common import init_pp_output_shaped, reject_states, shape_dtype, zeros_trace
 from ._registry import ETPPrimitiveSpec, register_primitive_spec
 from ._units import attach_unit, split_unit
 
@@ -101,6 +101,9 @@ def element_wise(weight: Any, fn: Callable[[Any], Any] = lambda w: w) -> Any:
     >>> element_wise(jnp.zeros(3), jax.nn.sigmoid).tolist()
     [0.5, 0.5, 0.5]
     """
+    reject_states(
+        "etp_viz.element_wise", "etp_viz.element_wise(self.W.value, jax.nn.sigmoid)", weight=weight
+    )
     processed = fn(weight)
     mantissa, unit = split_unit(processed)
     return attach_unit(etp_elemwise_p.bind(jnp.asarray(mantissa)), unit)

@@ -24,6 +24,7 @@ from .._compat import batching
 from ._common import (
     counterpart_batcher,
     init_pp_output_shaped,
+    reject_states,
     shape_dtype,
     vjp_weights,
     zeros_trace,
@@ -148,6 +149,14 @@ def lora_matmul(x: Any, B: Any, A: Any, *, alpha: float = 1.0, bias: Any = None)
     >>> lora_matmul(jnp.ones((8, 4)), jnp.ones((4, 2)), jnp.ones((2, 3)), alpha=0.5)[0].tolist()
     [4.0, 4.0, 4.0]
     """
+    reject_states(
+        "etp_viz.lora_matmul",
+        "etp_viz.lora_matmul(x, self.B.value, self.A.value)",
+        x=x,
+        B=B,
+        A=A,
+        bias=bias,
+    )
     x_m, x_unit = split_unit(x)
     b_mat, b_unit = split_unit(B)
     a_mat, a_unit = split_unit(A)
@@ -169,7 +178,8 @@ def lora_matmul(x: Any, B: Any, A: Any, *, alpha: float = 1.0, bias: Any = None)
     if bias_m is not None and tuple(jnp.shape(bias_m)) != (a_mat.shape[1],):
         raise ValueError(
             f"etp_viz.lora_matmul: bias has shape {tuple(jnp.shape(bias_m))}, expected "
-            f"({a_mat.shape[1]},) = (O,)."
+            f"({a_mat.shape[1]},) = (O,) for A of shape {a_mat.shape}. Fix: pass a 1-D bias "
+            "with one entry per output."
         )
     operands = [b_mat, a_mat] + ([] if bias_m is None else [jnp.asarray(bias_m)])
     params = {"alpha": float(alpha), "has_bias": bias_m is not None}

@@ -24,6 +24,7 @@ from .._compat import batching
 from ._common import (
     counterpart_batcher,
     init_pp_output_shaped,
+    reject_states,
     shape_dtype,
     vjp_weights,
     zeros_trace,
@@ -190,6 +191,13 @@ def sparse_matmul(x: Any, weight_data: Any, *, sparse_mat: Any, bias: Any = None
     >>> sparse_matmul(jnp.ones((2, 3)), m.data, sparse_mat=m).tolist()
     [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
     """
+    reject_states(
+        "etp_viz.sparse_matmul",
+        "etp_viz.sparse_matmul(x, self.W.value, sparse_mat=pattern)",
+        x=x,
+        weight_data=weight_data,
+        bias=bias,
+    )
     pattern = SparsePattern.from_matrix(sparse_mat)
     x_m, x_unit = split_unit(x)
     w_m, w_unit = split_unit(weight_data)
@@ -205,7 +213,9 @@ def sparse_matmul(x: Any, weight_data: Any, *, sparse_mat: Any, bias: Any = None
     b_m = bias_mantissa("etp_viz.sparse_matmul", bias, out_unit)
     if b_m is not None and tuple(jnp.shape(b_m)) != (n_out,):
         raise ValueError(
-            f"etp_viz.sparse_matmul: bias has shape {tuple(jnp.shape(b_m))}, expected ({n_out},)."
+            f"etp_viz.sparse_matmul: bias has shape {tuple(jnp.shape(b_m))}, expected ({n_out},) "
+            f"for a pattern of shape {pattern.shape}. Fix: pass a 1-D bias with one entry per "
+            "output column."
         )
     operands = [w_m] if b_m is None else [w_m, jnp.asarray(b_m)]
     params = {"sparse_mat": pattern, "has_bias": b_m is not None}

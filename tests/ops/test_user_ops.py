@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import brainstate
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -185,6 +186,36 @@ def test_element_wise_applies_fn_outside_the_marker():
             lambda: etp_viz.sparse_matmul(jnp.ones(4), jnp.ones(2), sparse_mat=jnp.eye(4)),
             "CSR, CSC or COO",
         ),
+        (
+            lambda: etp_viz.conv(
+                jnp.ones((2, 6, 3)), jnp.ones((3, 3, 4)), strides=1, padding="SAME"
+            ),
+            r"x has shape \(2, 6, 3\) \(6 input channels on axis 1\) and the kernel \(3, 3, 4\)"
+            r".*Fix: check `dimension_numbers`",
+        ),
+        (
+            lambda: etp_viz.conv(
+                jnp.ones((2, 6, 3)),
+                jnp.ones((3, 3, 4)),
+                jnp.ones(3),
+                strides=1,
+                padding="SAME",
+                dimension_numbers=DN,
+            ),
+            r"bias has shape \(3,\), expected \(4,\).*Fix: pass a 1-D bias of length 4",
+        ),
+        (
+            lambda: etp_viz.sparse_matmul(
+                jnp.ones(4), SPARSE.data, sparse_mat=SPARSE, bias=jnp.ones(2)
+            ),
+            r"bias has shape \(2,\), expected \(5,\) for a pattern of shape \(4, 5\)\. Fix",
+        ),
+        (
+            lambda: etp_viz.lora_matmul(
+                jnp.ones(4), jnp.ones((4, 2)), jnp.ones((2, 5)), bias=jnp.ones(3)
+            ),
+            r"bias has shape \(3,\), expected \(5,\) = \(O,\) for A of shape \(2, 5\)\. Fix",
+        ),
     ],
 )
 def test_shape_and_type_errors_teach(call, match):
@@ -214,3 +245,48 @@ def test_sparse_pattern_is_static_and_value_hashed():
 
     with pytest.raises(TypeError, match="must be static"):
         jax.jit(lambda p: etp_viz.sparse_matmul(x, x[0], sparse_mat=CSR(p)))(jnp.arange(3))
+
+
+def _param(shape):
+    return brainstate.ParamState(jnp.ones(shape))
+
+
+STATE_CALLS = {
+    "matmul": (lambda: etp_viz.matmul(jnp.ones((2, 3)), _param((3, 5))), "weight"),
+    "matmul(bias)": (
+        lambda: etp_viz.matmul(jnp.ones((2, 3)), jnp.ones((3, 5)), _param(5)),
+        "bias",
+    ),
+    "matmul(x)": (
+        lambda: etp_viz.matmul(brainstate.HiddenState(jnp.ones(3)), jnp.ones((3, 5))),
+        "x",
+    ),
+    "element_wise": (lambda: etp_viz.element_wise(_param(3), jax.nn.sigmoid), "weight"),
+    "conv": (
+        lambda: etp_viz.conv(
+            jnp.ones((2, 6, 3)), _param((3, 3, 4)), strides=1, padding="SAME", dimension_numbers=DN
+        ),
+        "kernel",
+    ),
+    "sparse_matmul": (
+        lambda: etp_viz.sparse_matmul(jnp.ones(4), _param(SPARSE.nse), sparse_mat=SPARSE),
+        "weight_data",
+    ),
+    "lora_matmul": (
+        lambda: etp_viz.lora_matmul(jnp.ones(4), jnp.ones((4, 2)), _param((2, 5))),
+        "A",
+    ),
+}
+
+
+@pytest.mark.parametrize("label", list(STATE_CALLS))
+def test_a_state_instead_of_its_value_names_op_argument_and_fix(label):
+    call, argument = STATE_CALLS[label]
+    op = label.split("(")[0]
+    kind = "HiddenState" if argument == "x" else "ParamState"
+    match = (
+        rf"etp_viz\.{op}: argument `{argument}` is a brainstate {kind}, not an array\..*"
+        r"Fix: pass `\.value`, e\.g\. `etp_viz\." + op + r"\(.*self\.\w+\.value"
+    )
+    with pytest.raises(TypeError, match=match):
+        call()
