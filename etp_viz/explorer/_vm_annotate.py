@@ -49,6 +49,9 @@ class Annotator:
         self.groups = list(getattr(graph, "hidden_groups", ()) or ())
         self.relations = list(getattr(graph, "hidden_param_op_relations", ()) or ())
         self.group_of = {path_text(p): g.index for g in self.groups for p in g.hidden_paths}
+        self._index: _GraphIndex | None = None
+        #: nodes and edges examined by the index queries (a linear pass keeps this O(graph))
+        self.visits = 0
         from .view_model import default_is_etp
 
         self.builder = JaxprGraphBuilder(
@@ -97,19 +100,45 @@ class Annotator:
         node_id = role_node_id(Role("hidden", path_text(path)), 0, out=False)
         return node_id if node_id in self.builder.nodes else None
 
+    def _indexes(self) -> _GraphIndex:
+        """Def/use-style indexes over the builder's nodes and edges, built once.
+
+        Rebuilt only when nodes or edges were added since (the perturbation step adds some);
+        every later query costs the size of its answer, not of the graph.
+        """
+        sizes = (len(self.builder.nodes), len(self.builder.edges))
+        if self._index is None or self._index.sizes != sizes:
+            self._index = _GraphIndex(self.builder.nodes, self.builder.edges, sizes)
+            self.visits += sizes[0] + sizes[1]
+        return self._index
+
     def edges_among(self, node_ids: Any) -> tuple[str, ...]:
-        """Edges whose two ends are both in ``node_ids``."""
+        """Edges whose two ends are both in ``node_ids`` (in edge insertion order)."""
+        index = self._indexes()
         pool = set(node_ids)
-        return tuple(
-            e.id for e in self.builder.edges.values() if e.source in pool and e.target in pool
-        )
+        found = []
+        for node_id in pool:
+            for edge_id, target in index.out_edges.get(node_id, ()):
+                self.visits += 1
+                if target in pool:
+                    found.append(edge_id)
+        return tuple(sorted(found, key=index.edge_order.__getitem__))
 
     def with_nested(self, node_ids: Any) -> tuple[str, ...]:
         """Add the nested equations of every listed equation that owns a sub-jaxpr."""
+        index = self._indexes()
         ids = list(dict.fromkeys(node_ids))
-        owners = tuple(f"{i}/" for i in ids) + tuple(f"{i}." for i in ids)
-        nested = [n for n in self.builder.nodes if n.startswith(owners)] if owners else []
-        return tuple(dict.fromkeys(ids + nested))
+        nested: dict[str, None] = {}
+        for owner in ids:
+            for node_id in index.nested.get(owner, ()):
+                self.visits += 1
+                nested[node_id] = None
+        ordered = sorted(nested, key=index.node_order.__getitem__)
+        return tuple(dict.fromkeys(ids + ordered))
+
+    def output_nodes(self) -> tuple[str, ...]:
+        """The ``out:`` nodes (model outputs and returned states), in node order."""
+        return self._indexes().outputs
 
     # --- annotation steps ---------------------------------------------------------------
     def group_infos(self) -> list[GroupInfo]:
@@ -222,10 +251,51 @@ class Annotator:
             indices = getattr(readout, "path_eqn_indices", None)
             indices = indices if indices is not None else getattr(readout, "eqn_indices", ())
             nodes = self.with_nested(self.eqn_ids(indices))
-            outs = tuple(n for n in self.builder.nodes if n.startswith("out:"))
-            nodes = (*nodes, *(o for o in outs if self.edges_among((*nodes, o))))
+            nodes = (*nodes, *self._touching_outputs(nodes))
             infos.append(ReadoutInfo(path_text(path), nodes, self.edges_among(nodes)))
         return infos
+
+    def _touching_outputs(self, nodes: tuple[str, ...]) -> list[str]:
+        """``out:`` nodes ``o`` such that some edge has both ends in ``nodes + (o,)``.
+
+        Kept exactly as the original per-output ``edges_among`` test, but asked once: when
+        ``nodes`` already has an internal edge every output qualifies; otherwise only the
+        outputs with an edge to ``nodes`` (or to themselves).
+        """
+        outputs = self.output_nodes()
+        if not outputs or self.edges_among(nodes):
+            return list(outputs)
+        index, pool = self._indexes(), set(nodes)
+        touching = []
+        for out_id in outputs:
+            ends = index.incident.get(out_id, ())
+            self.visits += len(ends)
+            if any(other in pool or other == out_id for other in ends):
+                touching.append(out_id)
+        return touching
+
+
+class _GraphIndex:
+    """Node/edge positions, out-edges, incident ends and nested-equation lists, built once."""
+
+    def __init__(self, nodes: dict[str, Any], edges: dict[str, Any], sizes: tuple[int, int]):
+        self.sizes = sizes
+        self.node_order = {node_id: k for k, node_id in enumerate(nodes)}
+        self.edge_order = {edge_id: k for k, edge_id in enumerate(edges)}
+        self.outputs = tuple(n for n in nodes if n.startswith("out:"))
+        self.out_edges: dict[str, list[tuple[str, str]]] = {}
+        self.incident: dict[str, list[str]] = {}
+        for edge in edges.values():
+            self.out_edges.setdefault(edge.source, []).append((edge.id, edge.target))
+            self.incident.setdefault(edge.source, []).append(edge.target)
+            self.incident.setdefault(edge.target, []).append(edge.source)
+        # "e3/..." and "e3.body..." are nested under "e3": register each node under every
+        # prefix that ends before a '/' or '.' (ids are a few levels deep, so this is linear).
+        self.nested: dict[str, list[str]] = {}
+        for node_id in nodes:
+            for k, char in enumerate(node_id):
+                if char in "/.":
+                    self.nested.setdefault(node_id[:k], []).append(node_id)
 
 
 def _leaves(tree: Any) -> list[Any]:

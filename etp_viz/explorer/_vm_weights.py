@@ -68,14 +68,22 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
     records = list(getattr(ann.graph, "diagnostics", ()) or ())
     readout_paths = {r.path: r for r in readouts}
     has_readout_info = getattr(ann.graph, "readout_params", None) is not None
+    # weight path -> its diagnostics / relations, grouped once (not one scan per weight)
+    diagnostics_of: dict[str, list] = {}
+    for d in diagnostics:
+        diagnostics_of.setdefault(d.weight_path, []).append(d)
+    relations_of: dict[str, list] = {}
+    for r in relations:
+        for weight_path in r.weight_paths:
+            relations_of.setdefault(weight_path, []).append(r)
     out = []
     for path, state in _param_states(ann.minfo):
         invars = invars_of.get(path, [])
         consumers = [i for v in invars for i in ann.minfo.def_use.consumers.get(v, [])]
-        mine = [d for d in diagnostics if d.weight_path == path]
+        mine = list(diagnostics_of.get(path, ()))
         mine.sort(key=lambda d: (_LEVEL_ORDER.get(d.level, 3), d.index))
         contexts = {d.index: dict(getattr(records[d.index], "context", {}) or {}) for d in mine}
-        rels = [r for r in relations if path in r.weight_paths]
+        rels = relations_of.get(path, [])
         node_ids = [f"p:{path}"] if f"p:{path}" in ann.builder.nodes else []
         node_ids += [r.node for r in rels if r.node] + list(ann.eqn_ids(consumers))
         kinds = [d.kind for d in mine]

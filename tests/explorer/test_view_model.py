@@ -210,3 +210,38 @@ def test_large_stack_builds_and_is_consistent():
     vm = build_view_model(graph)
     assert len([n for n in vm.nodes if n.kind == "eqn" and "/" not in n.id]) >= 1500
     assert vm.check_references() == []
+
+
+def _annotation_visits(target_eqns, monkeypatch):
+    """(visits, nodes + edges) of one view-model build, counted by the Annotator's indexes."""
+    from etp_viz.compiler import compile_etrace_graph
+    from etp_viz.explorer import _vm_annotate
+
+    made = []
+
+    class Recording(_vm_annotate.Annotator):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(_vm_annotate, "Annotator", Recording)
+    model, x = models.make_deep_stack(target_eqns=target_eqns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = compile_etrace_graph(model, x)
+    vm = build_view_model(graph)
+    assert len(made) == 1
+    return made[0].visits, len(vm.nodes) + len(vm.edges), len(vm.relations)
+
+
+def test_annotation_pass_is_linear_in_the_graph(monkeypatch):
+    """Relations/groups/readouts/weights query prebuilt indexes: visits grow with the graph.
+
+    The old helpers scanned every node (``with_nested``) and edge (``edges_among``) per
+    relation, i.e. O(relations x graph): doubling the model quadrupled the work.
+    """
+    small, small_size, small_relations = _annotation_visits(1000, monkeypatch)
+    large, large_size, large_relations = _annotation_visits(2000, monkeypatch)
+    assert large_relations >= 1.7 * small_relations  # the model really doubled
+    assert large <= 6 * large_size, (large, large_size)  # a few visits per node/edge
+    assert large / small <= 1.25 * large_size / small_size, (small, large)
