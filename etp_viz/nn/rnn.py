@@ -70,7 +70,27 @@ class RecurrentCell(brainstate.nn.Module):
             getattr(self, state_name).value = state_zeros(self.num_out, batch_size)
 
 
-class ValinaRNNCell(RecurrentCell):
+class _GatedCell(RecurrentCell):
+    """A cell whose gates are :class:`Linear` maps of ``concat([x, h])`` (named in ``_gates``)."""
+
+    _gates: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        num_in: int,
+        num_out: int,
+        activation: str | Callable[[jax.Array], jax.Array] = "tanh",
+        w_init: Initializer = xavier_normal,
+        b_init: Initializer = zeros,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(num_in, num_out, name=name)
+        self.activation = get_activation(activation)
+        for gate in self._gates:
+            setattr(self, gate, Linear(num_in + num_out, num_out, w_init=w_init, b_init=b_init))
+
+
+class ValinaRNNCell(_GatedCell):
     r"""Vanilla RNN cell: :math:`h_t = \phi(W [x_t, h_{t-1}] + b)`.
 
     ``W`` is one :class:`Linear` of shape ``(num_in + num_out, num_out)`` (weight path
@@ -97,18 +117,7 @@ class ValinaRNNCell(RecurrentCell):
     (4,)
     """
 
-    def __init__(
-        self,
-        num_in: int,
-        num_out: int,
-        activation: str | Callable[[jax.Array], jax.Array] = "tanh",
-        w_init: Initializer = xavier_normal,
-        b_init: Initializer = zeros,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(num_in, num_out, name=name)
-        self.activation = get_activation(activation)
-        self.W = Linear(num_in + num_out, num_out, w_init=w_init, b_init=b_init)
+    _gates = ("W",)
 
     def update(self, x: jax.Array) -> jax.Array:
         """One step; returns the new ``h``."""
@@ -117,7 +126,7 @@ class ValinaRNNCell(RecurrentCell):
         return self.h.value
 
 
-class GRUCell(RecurrentCell):
+class GRUCell(_GatedCell):
     r"""Gated recurrent unit.
 
     .. math::
@@ -139,21 +148,7 @@ class GRUCell(RecurrentCell):
     (2, 4)
     """
 
-    def __init__(
-        self,
-        num_in: int,
-        num_out: int,
-        activation: str | Callable[[jax.Array], jax.Array] = "tanh",
-        w_init: Initializer = xavier_normal,
-        b_init: Initializer = zeros,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(num_in, num_out, name=name)
-        self.activation = get_activation(activation)
-        size = num_in + num_out
-        self.Wz = Linear(size, num_out, w_init=w_init, b_init=b_init)
-        self.Wr = Linear(size, num_out, w_init=w_init, b_init=b_init)
-        self.Wh = Linear(size, num_out, w_init=w_init, b_init=b_init)
+    _gates = ("Wz", "Wr", "Wh")
 
     def update(self, x: jax.Array) -> jax.Array:
         """One step; returns the new ``h``."""
@@ -166,7 +161,7 @@ class GRUCell(RecurrentCell):
         return self.h.value
 
 
-class MGUCell(RecurrentCell):
+class MGUCell(_GatedCell):
     r"""Minimal gated unit (one forget gate doubling as the reset gate).
 
     .. math::
@@ -185,20 +180,7 @@ class MGUCell(RecurrentCell):
     (4,)
     """
 
-    def __init__(
-        self,
-        num_in: int,
-        num_out: int,
-        activation: str | Callable[[jax.Array], jax.Array] = "tanh",
-        w_init: Initializer = xavier_normal,
-        b_init: Initializer = zeros,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(num_in, num_out, name=name)
-        self.activation = get_activation(activation)
-        size = num_in + num_out
-        self.Wf = Linear(size, num_out, w_init=w_init, b_init=b_init)
-        self.Wh = Linear(size, num_out, w_init=w_init, b_init=b_init)
+    _gates = ("Wf", "Wh")
 
     def update(self, x: jax.Array) -> jax.Array:
         """One step; returns the new ``h``."""
@@ -209,7 +191,7 @@ class MGUCell(RecurrentCell):
         return self.h.value
 
 
-class LSTMCell(RecurrentCell):
+class LSTMCell(_GatedCell):
     r"""Long short-term memory cell with hidden ``h`` and cell ``c`` as two ``HiddenState``\ s.
 
     .. math::
@@ -233,6 +215,7 @@ class LSTMCell(RecurrentCell):
     """
 
     _state_names = ("h", "c")
+    _gates = ("Wi", "Wg", "Wf", "Wo")
 
     def __init__(
         self,
@@ -244,14 +227,8 @@ class LSTMCell(RecurrentCell):
         b_init: Initializer = zeros,
         name: str | None = None,
     ) -> None:
-        super().__init__(num_in, num_out, name=name)
-        self.activation = get_activation(activation)
+        super().__init__(num_in, num_out, activation, w_init=w_init, b_init=b_init, name=name)
         self.forget_bias = float(forget_bias)
-        size = num_in + num_out
-        self.Wi = Linear(size, num_out, w_init=w_init, b_init=b_init)
-        self.Wg = Linear(size, num_out, w_init=w_init, b_init=b_init)
-        self.Wf = Linear(size, num_out, w_init=w_init, b_init=b_init)
-        self.Wo = Linear(size, num_out, w_init=w_init, b_init=b_init)
 
     def update(self, x: jax.Array) -> jax.Array:
         """One step; returns the new ``h``."""
