@@ -68,6 +68,15 @@ def trim_outliers(values: np.ndarray, quantile: float = 0.99) -> float:
     return limit if limit > 0 else float(finite.max() or 1.0)
 
 
+def _measured(steps: Any, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Only the steps where a metric was measured: heavy metrics are recorded every
+    ``record_every`` steps and are NaN ("not measured") in between, so lines join the measured
+    points instead of breaking at every gap."""
+    steps, values = np.asarray(steps), np.asarray(values, np.float64)
+    keep = np.isfinite(values)
+    return steps[keep], values[keep]
+
+
 def _require(mapping: dict, what: str, hint: str) -> None:
     if not mapping:
         raise ValueError(f"This history has no {what}. {hint}")
@@ -126,7 +135,8 @@ def trace_magnitudes(
     for index, ((kind, name), (values, style)) in enumerate(series.items()):
         paths = names.get(name.split(".")[0], [])
         label = f"{kind.replace('trace', 'ε')} {name}" + (f" ({', '.join(paths)})" if paths else "")
-        axes[0].plot(history.steps, values, style, lw=1.2, color=f"C{index % 10}", label=label)
+        steps, measured = _measured(history.steps, values)
+        axes[0].plot(steps, measured, style, lw=1.2, color=f"C{index % 10}", label=label)
     if log:
         axes[0].set_yscale("symlog", linthresh=1e-6)
     axes[0].set(xlabel="step", ylabel="‖trace‖", title=_title(history, "trace magnitudes"))
@@ -169,8 +179,9 @@ def jacobian_heatmap(
         )
         name = name or next(iter(matrices))
         values, steps, title = history[name], history.steps, _title(history, name)
-    values = np.asarray(values, np.float64)[-last:]
-    steps = np.asarray(steps)[-last:]
+    values, steps = np.asarray(values, np.float64), np.asarray(steps)
+    measured = np.isfinite(values).all(axis=1)  # rows of unmeasured steps are all NaN
+    values, steps = values[measured][-last:], steps[measured][-last:]
     limit = trim_outliers(values, quantile)
     fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
     image = axes[0].imshow(
@@ -217,7 +228,8 @@ def gradient_norms(history: Any, *, log: bool = True, ax: Any = None) -> Any:
     _require(norms, "gradient norms", "Step the session first.")
     fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
     for index, (name, values) in enumerate(norms.items()):
-        axes[0].plot(history.steps, values, lw=1.0, color=f"C{index % 10}", label=name)
+        steps, measured = _measured(history.steps, values)
+        axes[0].plot(steps, measured, lw=1.0, color=f"C{index % 10}", label=name)
     if log:
         axes[0].set_yscale("symlog", linthresh=1e-8)
     axes[0].set(xlabel="step", ylabel="‖∇‖", title=_title(history, "gradient norms"))

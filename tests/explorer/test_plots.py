@@ -86,3 +86,22 @@ def test_plots_accept_a_session_like_object(history):
     holder = Holder()
     holder.history = history
     assert plots.loss(holder).axes
+
+
+def test_unmeasured_steps_are_skipped_not_drawn_as_gaps():
+    # heavy metrics are measured every record_every steps and NaN in between
+    h = History(meta={"algorithm": "d_rtrl", "relations": {"r0": ["W"]}})
+    steps = np.arange(64)
+    every16 = np.where((steps + 1) % 16 == 0, np.linspace(1, 2, 64), np.nan)
+    dhdh = np.full((64, 4), np.nan)
+    dhdh[15::16] = 0.5
+    h.extend(
+        steps,
+        {"loss": np.ones(64), "trace/r0.g0": every16, "grad_norm/W": every16, "dhdh/g0": dhdh},
+    )
+    (trace_line,) = plots.trace_magnitudes(h).axes[0].lines
+    np.testing.assert_array_equal(trace_line.get_xdata(), [15, 31, 47, 63])
+    (grad_line,) = plots.gradient_norms(h).axes[0].lines
+    assert np.isfinite(grad_line.get_ydata()).all() and len(grad_line.get_ydata()) == 4
+    image = plots.jacobian_heatmap(h, "dhdh/g0").axes[0].images[0]
+    assert image.get_array().shape == (4, 4) and np.isfinite(image.get_array()).all()

@@ -108,7 +108,9 @@ export function drawLines(canvas, lines, options = {}) {
     let pen = false;
     for (let i = 0; i < line.values.length; i++) {
       const v = transform(line.values[i]);
-      if (!Number.isFinite(v)) { pen = false; continue; }
+      // NaN = "not measured" (heavy metrics are recorded every record_every steps): join the
+      // measured points rather than breaking the line at every gap
+      if (!Number.isFinite(v)) continue;
       const x = xOf(firstStep + offset + i), y = yOf(v);
       if (pen) ctx.lineTo(x, y); else ctx.moveTo(x, y);
       pen = true;
