@@ -10,9 +10,12 @@ failures and user-code errors are shown through the ``error`` trait.
 
 Examples
 --------
->>> task = etp_viz.tasks.SineRegression()                             # doctest: +SKIP
+>>> import etp_viz
+>>> task = etp_viz.tasks.get_task("sine")
 >>> ex = etp_viz.show(task.suggested_model(), task.example_input(), task=task)
->>> ex.step(20); ex.run(500); ex.pause(); ex.history.loss[-1]
+>>> _ = ex.step(20)
+>>> len(ex.history.loss)
+20
 """
 
 from __future__ import annotations

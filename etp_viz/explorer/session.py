@@ -3,12 +3,15 @@
 ``Session`` is the engine behind ``etp_viz.show(model, x, task=...)``'s Step/Run/Pause/Reset
 buttons, and it works on its own (no browser, no kernel):
 
->>> session = Session(model, x0, algorithm="d_rtrl", data=task)      # doctest: +SKIP
->>> session.step(10)                      # ten online steps, synchronously
->>> session.run(500)                      # background thread; returns at once
->>> session.pause()                       # honoured before the next step
->>> session.history.loss[-5:]             # structured record (numpy)
->>> session.save_history("run.npz")
+>>> import etp_viz
+>>> task = etp_viz.tasks.get_task("leaky_integrator")
+>>> session = Session(task.suggested_model(), task.example_input(), task=task)
+>>> _ = session.step(10)                  # ten online steps, synchronously
+>>> len(session.history.loss)             # structured record (numpy)
+10
+>>> _ = session.run(100)                  # background thread; returns at once
+>>> session.pause()                       # honoured between frames
+>>> session.save_history("run.npz")       # doctest: +SKIP
 
 One UI frame (``steps_per_frame`` steps) = one jitted call: a ``scan`` over the frame's stacked
 data whose body is the forward + trace update, the online gradient, the optax update and the
