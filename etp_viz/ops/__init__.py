@@ -1,5 +1,6 @@
 """etp_viz.ops: ETP primitives (registry, built-in families and their rules, user ops)."""
 
+from ._registry import BATCHED_COUNTERPARTS as BATCHED_COUNTERPARTS
 from ._registry import BATCHED_PRIMITIVES as BATCHED_PRIMITIVES
 from ._registry import ETP_PRIMITIVE_SPECS as ETP_PRIMITIVE_SPECS
 from ._registry import ETP_PRIMITIVES as ETP_PRIMITIVES
@@ -15,6 +16,7 @@ from ._registry import ETP_Y_OUTVAR_INDICES as ETP_Y_OUTVAR_INDICES
 from ._registry import GRADIENT_ENABLED_PRIMITIVES as GRADIENT_ENABLED_PRIMITIVES
 from ._registry import ETPPrimitive as ETPPrimitive
 from ._registry import ETPPrimitiveSpec as ETPPrimitiveSpec
+from ._registry import get_batched_counterpart as get_batched_counterpart
 from ._registry import get_etrace_to_dw as get_etrace_to_dw
 from ._registry import get_primitive_spec as get_primitive_spec
 from ._registry import get_trainable_invars as get_trainable_invars

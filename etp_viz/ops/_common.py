@@ -9,8 +9,7 @@ import brainstate
 import jax
 import jax.numpy as jnp
 
-from .._compat import Primitive
-from ._registry import fallback_batching
+from ._registry import counterpart_batcher as counterpart_batcher  # re-export for built-ins
 
 
 def reject_states(op: str, example: str, **arguments: Any) -> None:
@@ -49,25 +48,3 @@ def vjp_weights(fwd: Callable[[dict], jax.Array], weights: dict, cotangent: jax.
     """One fused VJP of ``fwd`` w.r.t. every trainable array in ``weights``."""
     y, pullback = jax.vjp(fwd, dict(weights))
     return pullback(jnp.asarray(cotangent, dtype=y.dtype))[0]
-
-
-def counterpart_batcher(source: Primitive, target: Primitive, impl: Callable) -> Callable:
-    """Batching rule keeping an ETP marker when only ``x`` (invar 0) is batched.
-
-    ``source`` unbatched (``mv``-like): bind ``target`` (its ``mm`` counterpart) with the vmapped
-    axis as the batch axis. ``source is target`` (already batched): fold the vmapped axis into
-    the batch axis, bind, and unfold. Anything else (a weight batched) falls back to
-    ``vmap(impl)`` with a loud warning.
-    """
-
-    def rule(args, dims, **params):
-        if any(d is not None for d in dims[1:]):
-            return fallback_batching(source, impl, args, dims, **params)
-        x = jnp.moveaxis(args[0], dims[0], 0)
-        if source is not target:
-            return target.bind(x, *args[1:], **params), 0
-        lead = x.shape[:-1]
-        y = target.bind(x.reshape(-1, x.shape[-1]), *args[1:], **params)
-        return y.reshape(*lead, y.shape[-1]), 0
-
-    return rule

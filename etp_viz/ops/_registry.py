@@ -24,6 +24,8 @@ written by hand, one set per primitive, all keyed by trainable name (``'weight'`
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from functools import partial
@@ -44,6 +46,7 @@ __all__ = [
     "is_etp_enable_gradient_primitive",
     "is_batched_primitive",
     "get_trainable_invars",
+    "get_batched_counterpart",
     "get_x_invar_index",
     "get_y_outvar_index",
     "get_xy_to_etrace",
@@ -67,6 +70,8 @@ ETP_TRAINABLE_INVARS_FNS: dict[Primitive, Callable[[dict], dict[str, int]]] = {}
 ETP_X_INVAR_INDICES: dict[Primitive, int | None] = {}
 ETP_Y_OUTVAR_INDICES: dict[Primitive, int] = {}
 ETP_PRIMITIVE_SPECS: dict[Primitive, ETPPrimitiveSpec] = {}
+#: unbatched primitive -> the batched primitive its ``jax.vmap`` over ``x`` re-binds
+BATCHED_COUNTERPARTS: dict[Primitive, Primitive] = {}
 
 _DEFAULT_TRAINABLE = {"weight": 1}
 
@@ -137,17 +142,106 @@ def _zeros_like_tangent(primal: Any, tangent: Any) -> Any:
     return tangent
 
 
+#: Frames in these directories are machinery between the user's op call and the batching rule.
+_INTERNAL_DIRS = (os.path.dirname(jax.__file__), os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn`` stacklevel of the first frame outside JAX and ``etp_viz.ops``.
+
+    Level 1 is the caller of this function's caller's ``warn``; the depth of JAX's batching
+    machinery differs between versions, so it is counted, not hard-coded.
+    """
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2
+
+
 def fallback_batching(prim: Primitive, impl_fn: Callable, args, dims, **params):
-    """Batch by ``vmap(impl)``: correct numbers, but the ETP marker disappears. Warns loudly."""
+    """Batch by ``vmap(impl)``: correct numbers, but the ETP marker disappears. Warns loudly.
+
+    The warning points at the user's line that called the op (the first frame outside JAX and
+    ``etp_viz.ops``).
+    """
     warnings.warn(
         f"jax.vmap over ETP primitive '{prim.name}' with batch dims {tuple(dims)} has no ETP "
         "counterpart: it is replaced by plain JAX ops, so the ETP compiler will NOT recognise "
         "its weight (it will get no eligibility trace). Batch only the input x (not the "
-        "weights), or use the batched form of the op directly.",
+        "weights), use the batched form of the op directly, or, for a custom unbatched "
+        "primitive, register it with `batched_counterpart=<its batched primitive>`.",
         UserWarning,
-        stacklevel=4,
+        stacklevel=_user_stacklevel(),
     )
     return jax.vmap(partial(impl_fn, **params), in_axes=tuple(dims))(*args), 0
+
+
+def _check_counterpart_shape(source, target, args, x_index, y, **params) -> None:
+    """The counterpart's output must be the source's output with a leading batch axis."""
+    specs = [jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)) for a in args]
+    specs[x_index] = jax.ShapeDtypeStruct(specs[x_index].shape[1:], specs[x_index].dtype)
+    single = jax.eval_shape(partial(source.bind, **params), *specs)
+    batch = jnp.shape(args[x_index])[0]
+    if tuple(y.shape) != (batch, *single.shape):
+        raise ValueError(
+            f"jax.vmap of ETP primitive '{source.name}' re-binds its batched counterpart "
+            f"'{target.name}', which returned shape {tuple(y.shape)} for a batch of "
+            f"{batch}; expected {(batch, *single.shape)} ('{source.name}' gives "
+            f"{tuple(single.shape)} per sample). Fix: the counterpart must take x with a "
+            "leading batch axis, the same other operands and params, and return the "
+            f"per-sample outputs stacked on axis 0; or register '{source.name}' without "
+            "`batched_counterpart` (vmap then falls back to plain JAX, with a warning)."
+        )
+
+
+def counterpart_batcher(source: Primitive, target: Primitive, impl: Callable) -> Callable:
+    """Batching rule keeping an ETP marker when only ``x`` is batched.
+
+    ``source`` unbatched (``mv``-like): bind ``target`` (its batched counterpart) with the
+    vmapped axis as the leading batch axis of ``x``. ``source is target`` (already batched,
+    built-ins only): fold the vmapped axis into the batch axis, bind, and unfold. Anything else
+    (a weight batched) falls back to ``vmap(impl)`` with a loud warning.
+    """
+
+    def rule(args, dims, **params):
+        x_index = ETP_X_INVAR_INDICES.get(source, 0)
+        if x_index is None or any(d is not None for i, d in enumerate(dims) if i != x_index):
+            return fallback_batching(source, impl, args, dims, **params)
+        args = list(args)
+        args[x_index] = x = jnp.moveaxis(args[x_index], dims[x_index], 0)
+        if source is not target:
+            y = target.bind(*args, **params)
+            _check_counterpart_shape(source, target, args, x_index, y, **params)
+            return y, 0
+        lead = x.shape[:-1]
+        args[x_index] = x.reshape(-1, x.shape[-1])
+        y = target.bind(*args, **params)
+        return y.reshape(*lead, y.shape[-1]), 0
+
+    return rule
+
+
+def _check_counterpart_choice(name: str, batched: bool, x_invar_index, counterpart) -> None:
+    fix = (
+        "Fix: register the batched form first, e.g. `mm = register_primitive('my_mm', impl, "
+        "batched=True)`, then `register_primitive('my_mv', impl, batched_counterpart=mm)`."
+    )
+    if batched:
+        raise ValueError(
+            f"register_primitive('{name}'): `batched_counterpart` is for unbatched primitives "
+            "(its x has no batch axis); this one is `batched=True`. " + fix
+        )
+    if x_invar_index is None:
+        raise ValueError(
+            f"register_primitive('{name}'): `batched_counterpart` needs an input x to batch, "
+            "but `x_invar_index` is None. " + fix
+        )
+    if counterpart not in BATCHED_PRIMITIVES:
+        kind = "an ETP primitive registered with batched=True"
+        raise TypeError(
+            f"register_primitive('{name}'): `batched_counterpart` must be {kind}; got "
+            f"{getattr(counterpart, 'name', counterpart)!r}. " + fix
+        )
 
 
 def register_primitive(
@@ -159,6 +253,7 @@ def register_primitive(
     trainable_invars_fn: Callable[[dict], dict[str, int]] | None = None,
     x_invar_index: int | None = 0,
     y_outvar_index: int = 0,
+    batched_counterpart: Primitive | None = None,
 ) -> ETPPrimitive:
     r"""Create an :class:`ETPPrimitive` whose JAX rules are all derived from ``impl_fn``.
 
@@ -167,8 +262,10 @@ def register_primitive(
     * JVP: the primal is re-bound through the primitive (so the ETP marker survives
       ``jax.grad`` / ``jax.linearize``), the tangent is ``jax.jvp(impl_fn)``. The tangent map is
       made of plain linear JAX ops, so JAX derives the transpose itself.
-    * batching: ``jax.vmap(impl_fn)`` with a :class:`UserWarning` (the marker is lost). Built-in
-      primitives install smarter rules that keep the marker.
+    * batching: with ``batched_counterpart``, a ``jax.vmap`` that batches only ``x`` re-binds
+      the counterpart with the vmapped axis as its leading batch axis, so the equation stays
+      an ETP primitive the compiler can see. Otherwise (or when a weight is batched)
+      ``jax.vmap(impl_fn)`` with a :class:`UserWarning` (the marker is lost).
 
     Parameters
     ----------
@@ -186,6 +283,10 @@ def register_primitive(
         Position of ``x`` in the equation's invars (``None``: no input, e.g. elemwise).
     y_outvar_index : int
         Position of ``y`` in the equation's outvars.
+    batched_counterpart : ETPPrimitive, optional
+        For an unbatched primitive: the batched primitive (``batched=True``) computing the same
+        thing for ``x`` with a leading batch axis, the same other operands and params, and
+        the per-sample outputs stacked on axis 0 (like ``etp_mv`` -> ``etp_mm``).
 
     Returns
     -------
@@ -197,7 +298,19 @@ def register_primitive(
     >>> p = register_primitive("doc_scaled", lambda x, w, *, s=2.0: s * (x @ w), batched=True)
     >>> float(p.bind(jnp.ones((1, 2)), jnp.ones((2, 1)), s=3.0)[0, 0])
     6.0
+
+    An unbatched primitive that stays ETP under ``jax.vmap``:
+
+    >>> import jax
+    >>> mv = register_primitive("doc_scaled_mv", lambda x, w, *, s=2.0: s * (x @ w),
+    ...                         batched_counterpart=p)
+    >>> w = jnp.ones((2, 1))
+    >>> jaxpr = jax.make_jaxpr(jax.vmap(lambda x: mv.bind(x, w, s=3.0)))(jnp.ones((4, 2)))
+    >>> [eqn.primitive.name for eqn in jaxpr.eqns]
+    ['doc_scaled']
     """
+    if batched_counterpart is not None:
+        _check_counterpart_choice(name, batched, x_invar_index, batched_counterpart)
     p = ETPPrimitive(name)
     ETP_PRIMITIVES[p] = None
     if batched:
@@ -225,7 +338,11 @@ def register_primitive(
         return p.bind(*primals, **params), tangent_out
 
     ad.primitive_jvps[p] = jvp
-    batching.primitive_batchers[p] = partial(fallback_batching, p, impl_fn)
+    if batched_counterpart is None:
+        batching.primitive_batchers[p] = partial(fallback_batching, p, impl_fn)
+    else:
+        BATCHED_COUNTERPARTS[p] = batched_counterpart
+        batching.primitive_batchers[p] = counterpart_batcher(p, batched_counterpart, impl_fn)
     return p
 
 
@@ -260,6 +377,7 @@ class ETPPrimitiveSpec:
     gradient_enabled: bool = False
     xy_to_etrace: Rule | None = None
     etrace_to_dw: Rule | None = None
+    batched_counterpart: Primitive | None = None
 
     def resolve_trainable_invars(self, params: dict | None = None) -> dict[str, int]:
         """``{trainable_name: invar_index}`` for an equation with these static params."""
@@ -283,6 +401,7 @@ def register_primitive_spec(spec: ETPPrimitiveSpec) -> ETPPrimitive:
         trainable_invars_fn=spec.trainable_invars_fn,
         x_invar_index=spec.x_invar_index,
         y_outvar_index=spec.y_outvar_index,
+        batched_counterpart=spec.batched_counterpart,
     )
     p.register_etp_rules(
         yw_to_w=spec.yw_to_w,
@@ -320,6 +439,11 @@ def get_trainable_invars(primitive: Primitive, params: dict) -> dict[str, int]:
     """``{trainable_name: invar_index}`` for one equation (``{'weight': 1}`` by default)."""
     fn = ETP_TRAINABLE_INVARS_FNS.get(primitive)
     return dict(_DEFAULT_TRAINABLE) if fn is None else dict(fn(dict(params)))
+
+
+def get_batched_counterpart(primitive: Primitive) -> Primitive | None:
+    """The batched primitive ``jax.vmap`` over ``x`` re-binds, or ``None``."""
+    return BATCHED_COUNTERPARTS.get(primitive)
 
 
 def get_x_invar_index(primitive: Primitive) -> int | None:

@@ -85,7 +85,7 @@ def dense_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **p
     }
 
 
-def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
+def _spec(name: str, batched: bool, counterpart=None) -> ETPPrimitiveSpec:
     return ETPPrimitiveSpec(
         name=name,
         impl=_dense_impl,
@@ -97,12 +97,12 @@ def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
         x_invar_index=0,
         batched=batched,
         xy_to_etrace=dense_xy_to_etrace,
+        batched_counterpart=counterpart,
     )
 
 
 etp_mm_p = register_primitive_spec(_spec("etp_mm", batched=True))
-etp_mv_p = register_primitive_spec(_spec("etp_mv", batched=False))
-batching.primitive_batchers[etp_mv_p] = counterpart_batcher(etp_mv_p, etp_mm_p, _dense_impl)
+etp_mv_p = register_primitive_spec(_spec("etp_mv", batched=False, counterpart=etp_mm_p))
 batching.primitive_batchers[etp_mm_p] = counterpart_batcher(etp_mm_p, etp_mm_p, _dense_impl)
 
 

@@ -105,7 +105,7 @@ def lora_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **pa
     return out
 
 
-def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
+def _spec(name: str, batched: bool, counterpart=None) -> ETPPrimitiveSpec:
     return ETPPrimitiveSpec(
         name=name,
         impl=_lora_impl,
@@ -118,13 +118,13 @@ def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
         batched=batched,
         xy_to_etrace=lora_xy_to_etrace,
         etrace_to_dw=lora_etrace_to_dw,
+        batched_counterpart=counterpart,
     )
 
 
 etp_lora_mm_p = register_primitive_spec(_spec("etp_lora_mm", batched=True))
-etp_lora_mv_p = register_primitive_spec(_spec("etp_lora_mv", batched=False))
-batching.primitive_batchers[etp_lora_mv_p] = counterpart_batcher(
-    etp_lora_mv_p, etp_lora_mm_p, _lora_impl
+etp_lora_mv_p = register_primitive_spec(
+    _spec("etp_lora_mv", batched=False, counterpart=etp_lora_mm_p)
 )
 batching.primitive_batchers[etp_lora_mm_p] = counterpart_batcher(
     etp_lora_mm_p, etp_lora_mm_p, _lora_impl

@@ -148,7 +148,7 @@ def sparse_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **
     }
 
 
-def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
+def _spec(name: str, batched: bool, counterpart=None) -> ETPPrimitiveSpec:
     return ETPPrimitiveSpec(
         name=name,
         impl=_sparse_impl,
@@ -160,14 +160,12 @@ def _spec(name: str, batched: bool) -> ETPPrimitiveSpec:
         x_invar_index=0,
         batched=batched,
         xy_to_etrace=sparse_xy_to_etrace,
+        batched_counterpart=counterpart,
     )
 
 
 etp_sp_mm_p = register_primitive_spec(_spec("etp_sp_mm", batched=True))
-etp_sp_mv_p = register_primitive_spec(_spec("etp_sp_mv", batched=False))
-batching.primitive_batchers[etp_sp_mv_p] = counterpart_batcher(
-    etp_sp_mv_p, etp_sp_mm_p, _sparse_impl
-)
+etp_sp_mv_p = register_primitive_spec(_spec("etp_sp_mv", batched=False, counterpart=etp_sp_mm_p))
 batching.primitive_batchers[etp_sp_mm_p] = counterpart_batcher(
     etp_sp_mm_p, etp_sp_mm_p, _sparse_impl
 )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import etp_viz
 from etp_viz import ops
 from tests.conftest import tree_allclose
 from tests.ops._cases import Case
@@ -138,3 +142,85 @@ def test_default_etrace_rules_of_a_custom_primitive_give_exact_drtrl():
     assert tree_allclose(drtrl_gradient(case, xs, decays, readouts), expected)
     trace = ops.get_xy_to_etrace(SCALED_P)(case.x, jnp.ones((3, 5)), case.weights, **case.params)
     assert trace["weight"].shape == (3, 4, 5) and trace["bias"].shape == (3, 5)
+
+
+SCALED_MV_P = ops.register_primitive_spec(
+    dataclasses.replace(
+        SPEC,
+        name="test_scaled_mv",
+        batched=False,
+        init_drtrl=None,
+        init_pp=None,
+        batched_counterpart=SCALED_P,
+    )
+)
+
+
+def test_custom_unbatched_primitive_stays_etp_under_vmap_through_its_counterpart():
+    x, w, b = jnp.arange(12.0).reshape(4, 3), jnp.ones((3, 5)), jnp.full((5,), 0.1)
+    assert ops.get_batched_counterpart(SCALED_MV_P) is SCALED_P
+    assert ops.get_batched_counterpart(SCALED_P) is None
+
+    def f(xi):
+        return SCALED_MV_P.bind(xi, w, b, scale=2.0, has_bias=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning
+        jaxpr = jax.make_jaxpr(jax.vmap(f))(x)
+        ys = jax.vmap(f)(x)
+    assert [e.primitive for e in jaxpr.eqns] == [SCALED_P]
+    np.testing.assert_allclose(ys, 2.0 * x @ w + b, rtol=1e-6)
+    # a weight batched still falls back (and says so)
+    with pytest.warns(UserWarning, match="test_scaled_mv.*batched_counterpart"):
+        jax.vmap(lambda wi: SCALED_MV_P.bind(x[0], wi, scale=1.0, has_bias=False))(
+            jnp.ones((2, 3, 5))
+        )
+
+
+def test_register_primitive_accepts_a_batched_counterpart():
+    mm = ops.register_primitive("test_cube_mm", lambda x, w: (x @ w) ** 3, batched=True)
+    mv = ops.register_primitive("test_cube_mv", lambda x, w: (x @ w) ** 3, batched_counterpart=mm)
+    x, w = jnp.ones((6, 2)), jnp.full((2, 3), 0.5)
+    jaxpr = jax.make_jaxpr(jax.vmap(lambda xi: mv.bind(xi, w)))(x)
+    assert [e.primitive for e in jaxpr.eqns] == [mm]
+    np.testing.assert_allclose(jax.vmap(lambda xi: mv.bind(xi, w))(x), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"batched_counterpart": ops.etp_mv_p},
+            TypeError,
+            r"registered with batched=True; got 'etp_mv'",
+        ),
+        (
+            {"batched_counterpart": SCALED_P, "batched": True},
+            ValueError,
+            "for unbatched primitives",
+        ),
+        ({"batched_counterpart": SCALED_P, "x_invar_index": None}, ValueError, "needs an input x"),
+    ],
+)
+def test_a_wrong_batched_counterpart_is_rejected_with_the_fix(kwargs, error, match):
+    with pytest.raises(error, match=match + r".*Fix: register the batched form first"):
+        ops.register_primitive("test_bad_counterpart", lambda x, w: x @ w, **kwargs)
+
+
+def test_a_counterpart_with_the_wrong_output_shape_fails_at_vmap_naming_both():
+    mm = ops.register_primitive("test_sum_mm", lambda x, w: jnp.sum(x @ w), batched=True)
+    mv = ops.register_primitive("test_sum_mv", lambda x, w: x @ w, batched_counterpart=mm)
+    with pytest.raises(ValueError, match=r"'test_sum_mv' re-binds .* 'test_sum_mm'.*shape \(\)"):
+        jax.vmap(lambda xi: mv.bind(xi, jnp.ones((2, 3))))(jnp.ones((4, 2)))
+
+
+def test_the_fallback_warning_points_at_the_users_line():
+    x, ws = jnp.ones((3, 4)), jnp.ones((2, 4, 5))
+
+    def model(w):
+        return etp_viz.matmul(x, w)  # the line the warning must name
+
+    line = model.__code__.co_firstlineno + 1
+    with pytest.warns(UserWarning, match="etp_mm") as record:
+        jax.vmap(model)(ws)
+    assert (record[0].filename, record[0].lineno) == (__file__, line)
