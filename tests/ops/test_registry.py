@@ -25,7 +25,9 @@ BUILTINS = [
 def test_builtins_are_registered_with_every_rule():
     builtins = [p for p in ops.ETP_PRIMITIVES if p.name in BUILTINS]
     assert sorted(p.name for p in builtins) == sorted(BUILTINS)
-    assert list(ops.ETP_PRIMITIVES) == list(ops.ETP_PRIMITIVE_SPECS)  # one deterministic order
+    # one deterministic order (primitives registered without a spec, e.g. by doctests, aside)
+    with_spec = [p for p in ops.ETP_PRIMITIVES if p in ops.ETP_PRIMITIVE_SPECS]
+    assert with_spec == list(ops.ETP_PRIMITIVE_SPECS)
     for p in builtins:
         for table in (
             ops.ETP_RULES_YW_TO_W,
