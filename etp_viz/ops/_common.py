@@ -9,6 +9,8 @@ import brainstate
 import jax
 import jax.numpy as jnp
 
+from .._compat import batching
+from ._registry import ETPPrimitive, ETPPrimitiveSpec, register_primitive_spec
 from ._registry import counterpart_batcher as counterpart_batcher  # re-export for built-ins
 
 
@@ -48,3 +50,31 @@ def vjp_weights(fwd: Callable[[dict], jax.Array], weights: dict, cotangent: jax.
     """One fused VJP of ``fwd`` w.r.t. every trainable array in ``weights``."""
     y, pullback = jax.vjp(fwd, dict(weights))
     return pullback(jnp.asarray(cotangent, dtype=y.dtype))[0]
+
+
+def per_sample_weight_trace(
+    x_var: Any, y_var: Any, weight_vars: dict, num_hidden_state: int, **params: Any
+) -> dict:
+    """``init_drtrl`` of the matmul family: one zero trace per trainable key, shaped
+    ``(*batch, *key_shape, S)`` where ``batch`` are x's leading axes (none when unbatched)."""
+    batch = shape_dtype(x_var)[0][:-1]
+    _, dtype = shape_dtype(y_var)
+    return {
+        key: zeros_trace((*batch, *shape_dtype(var)[0]), num_hidden_state, dtype)
+        for key, var in weight_vars.items()
+    }
+
+
+def register_batched_pair(
+    batched_name: str, unbatched_name: str, **spec_fields: Any
+) -> tuple[ETPPrimitive, ETPPrimitive]:
+    """Register a batched primitive and its unbatched form (``x`` of shape ``(I,)``) from one set
+    of spec fields; under ``vmap`` the unbatched one re-binds the batched one and the batched
+    one folds the new axis into its batch axis, so both stay ETP equations."""
+    common = {"x_invar_index": 0, "init_pp": init_pp_output_shaped, **spec_fields}
+    batched = register_primitive_spec(ETPPrimitiveSpec(name=batched_name, batched=True, **common))
+    unbatched = register_primitive_spec(
+        ETPPrimitiveSpec(name=unbatched_name, batched=False, batched_counterpart=batched, **common)
+    )
+    batching.primitive_batchers[batched] = counterpart_batcher(batched, batched, common["impl"])
+    return batched, unbatched

@@ -23,16 +23,12 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._compat import batching
 from ._common import (
-    counterpart_batcher,
-    init_pp_output_shaped,
+    per_sample_weight_trace,
+    register_batched_pair,
     reject_states,
-    shape_dtype,
     vjp_weights,
-    zeros_trace,
 )
-from ._registry import ETPPrimitiveSpec, register_primitive_spec
 from ._units import attach_unit, bias_mantissa, split_unit
 
 __all__ = ["etp_mm_p", "etp_mv_p", "matmul"]
@@ -74,36 +70,16 @@ def dense_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False) -> dict:
     return out
 
 
-def dense_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **params) -> dict:
-    """Weight trace ``(*batch, I, O, S)``, bias trace ``(*batch, O, S)``."""
-    x_shape, _ = shape_dtype(x_var)
-    _, dtype = shape_dtype(y_var)
-    batch = x_shape[:-1]
-    return {
-        key: zeros_trace((*batch, *shape_dtype(var)[0]), num_hidden_state, dtype)
-        for key, var in weight_vars.items()
-    }
-
-
-def _spec(name: str, batched: bool, counterpart=None) -> ETPPrimitiveSpec:
-    return ETPPrimitiveSpec(
-        name=name,
-        impl=_dense_impl,
-        yw_to_w=dense_yw_to_w,
-        xy_to_dw=dense_xy_to_dw,
-        init_drtrl=dense_init_drtrl,
-        init_pp=init_pp_output_shaped,
-        trainable_invars_fn=dense_trainable_invars,
-        x_invar_index=0,
-        batched=batched,
-        xy_to_etrace=dense_xy_to_etrace,
-        batched_counterpart=counterpart,
-    )
-
-
-etp_mm_p = register_primitive_spec(_spec("etp_mm", batched=True))
-etp_mv_p = register_primitive_spec(_spec("etp_mv", batched=False, counterpart=etp_mm_p))
-batching.primitive_batchers[etp_mm_p] = counterpart_batcher(etp_mm_p, etp_mm_p, _dense_impl)
+etp_mm_p, etp_mv_p = register_batched_pair(
+    "etp_mm",
+    "etp_mv",
+    impl=_dense_impl,
+    yw_to_w=dense_yw_to_w,
+    xy_to_dw=dense_xy_to_dw,
+    init_drtrl=per_sample_weight_trace,
+    trainable_invars_fn=dense_trainable_invars,
+    xy_to_etrace=dense_xy_to_etrace,
+)
 
 
 def check_matmul_shapes(op: str, x_shape, w_shape, bias_shape, example: str) -> None:

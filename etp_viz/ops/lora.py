@@ -20,16 +20,13 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._compat import batching
 from ._common import (
-    counterpart_batcher,
-    init_pp_output_shaped,
+    register_batched_pair,
     reject_states,
     shape_dtype,
     vjp_weights,
     zeros_trace,
 )
-from ._registry import ETPPrimitiveSpec, register_primitive_spec
 from ._units import attach_unit, bias_mantissa, split_unit
 from .dense import bind_dense_family
 
@@ -105,29 +102,16 @@ def lora_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **pa
     return out
 
 
-def _spec(name: str, batched: bool, counterpart=None) -> ETPPrimitiveSpec:
-    return ETPPrimitiveSpec(
-        name=name,
-        impl=_lora_impl,
-        yw_to_w=lora_yw_to_w,
-        xy_to_dw=lora_xy_to_dw,
-        init_drtrl=lora_init_drtrl,
-        init_pp=init_pp_output_shaped,
-        trainable_invars_fn=lora_trainable_invars,
-        x_invar_index=0,
-        batched=batched,
-        xy_to_etrace=lora_xy_to_etrace,
-        etrace_to_dw=lora_etrace_to_dw,
-        batched_counterpart=counterpart,
-    )
-
-
-etp_lora_mm_p = register_primitive_spec(_spec("etp_lora_mm", batched=True))
-etp_lora_mv_p = register_primitive_spec(
-    _spec("etp_lora_mv", batched=False, counterpart=etp_lora_mm_p)
-)
-batching.primitive_batchers[etp_lora_mm_p] = counterpart_batcher(
-    etp_lora_mm_p, etp_lora_mm_p, _lora_impl
+etp_lora_mm_p, etp_lora_mv_p = register_batched_pair(
+    "etp_lora_mm",
+    "etp_lora_mv",
+    impl=_lora_impl,
+    yw_to_w=lora_yw_to_w,
+    xy_to_dw=lora_xy_to_dw,
+    init_drtrl=lora_init_drtrl,
+    trainable_invars_fn=lora_trainable_invars,
+    xy_to_etrace=lora_xy_to_etrace,
+    etrace_to_dw=lora_etrace_to_dw,
 )
 
 

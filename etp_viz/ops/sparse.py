@@ -20,16 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._compat import batching
 from ._common import (
-    counterpart_batcher,
-    init_pp_output_shaped,
+    per_sample_weight_trace,
+    register_batched_pair,
     reject_states,
-    shape_dtype,
     vjp_weights,
-    zeros_trace,
 )
-from ._registry import ETPPrimitiveSpec, register_primitive_spec
 from ._units import attach_unit, bias_mantissa, split_unit
 from .dense import bind_dense_family, dense_trainable_invars
 
@@ -138,36 +134,15 @@ def sparse_xy_to_etrace(
     return out
 
 
-def sparse_init_drtrl(x_var, y_var, weight_vars: dict, num_hidden_state: int, **params) -> dict:
-    """Weight trace ``(*batch, nnz, S)``, bias trace ``(*batch, O, S)``."""
-    batch = shape_dtype(x_var)[0][:-1]
-    _, dtype = shape_dtype(y_var)
-    return {
-        key: zeros_trace((*batch, *shape_dtype(var)[0]), num_hidden_state, dtype)
-        for key, var in weight_vars.items()
-    }
-
-
-def _spec(name: str, batched: bool, counterpart=None) -> ETPPrimitiveSpec:
-    return ETPPrimitiveSpec(
-        name=name,
-        impl=_sparse_impl,
-        yw_to_w=sparse_yw_to_w,
-        xy_to_dw=sparse_xy_to_dw,
-        init_drtrl=sparse_init_drtrl,
-        init_pp=init_pp_output_shaped,
-        trainable_invars_fn=dense_trainable_invars,
-        x_invar_index=0,
-        batched=batched,
-        xy_to_etrace=sparse_xy_to_etrace,
-        batched_counterpart=counterpart,
-    )
-
-
-etp_sp_mm_p = register_primitive_spec(_spec("etp_sp_mm", batched=True))
-etp_sp_mv_p = register_primitive_spec(_spec("etp_sp_mv", batched=False, counterpart=etp_sp_mm_p))
-batching.primitive_batchers[etp_sp_mm_p] = counterpart_batcher(
-    etp_sp_mm_p, etp_sp_mm_p, _sparse_impl
+etp_sp_mm_p, etp_sp_mv_p = register_batched_pair(
+    "etp_sp_mm",
+    "etp_sp_mv",
+    impl=_sparse_impl,
+    yw_to_w=sparse_yw_to_w,
+    xy_to_dw=sparse_xy_to_dw,
+    init_drtrl=per_sample_weight_trace,
+    trainable_invars_fn=dense_trainable_invars,
+    xy_to_etrace=sparse_xy_to_etrace,
 )
 
 
