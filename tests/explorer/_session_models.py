@@ -60,3 +60,24 @@ def sine_data(t):
     """x_t = (sin t/5, cos t/5), y_t = sin((t+1)/5)."""
     x = np.array([np.sin(t / 5), np.cos(t / 5)], np.float32)
     return x, np.array([np.sin((t + 1) / 5)], np.float32)
+
+
+class EtpSineRNN(brainstate.nn.Module):
+    """A small real ETP model for the session tests: ValinaRNNCell(2, n) + Linear(n, 1)."""
+
+    def __init__(self, num_hidden: int = 4):
+        from etp_viz import nn
+
+        super().__init__()
+        self.rnn = nn.ValinaRNNCell(2, num_hidden)
+        self.out = nn.Linear(num_hidden, 1)
+
+    def update(self, x):
+        return self.out(self.rnn(x))
+
+
+def etp_sine(num_hidden: int = 4):
+    """``(model, example input, data function)``: EtpSineRNN (states initialised) on sine_data."""
+    model = EtpSineRNN(num_hidden)
+    brainstate.nn.init_all_states(model)
+    return model, jnp.zeros(2, jnp.float32), sine_data

@@ -5,36 +5,18 @@ from __future__ import annotations
 import warnings
 
 import brainstate
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
-from etp_viz import nn
 from etp_viz.explorer.live import LiveExplorer
 from etp_viz.explorer.session import Session
 
-
-class SineRNN(brainstate.nn.Module):
-    """A small real ETP RNN (ValinaRNNCell + Linear readout)."""
-
-    def __init__(self, num_hidden: int = 4):
-        super().__init__()
-        self.rnn = nn.ValinaRNNCell(2, num_hidden)
-        self.out = nn.Linear(num_hidden, 1)
-
-    def update(self, x):
-        return self.out(self.rnn(x))
-
-
-def sine(t):
-    x = np.array([np.sin(t / 5), np.cos(t / 5)], np.float32)
-    return x, np.array([np.sin((t + 1) / 5)], np.float32)
+from ._session_models import etp_sine
 
 
 def live_explorer(algorithm: str, **options) -> LiveExplorer:
-    """A LiveExplorer on SineRNN with the given etp_viz.learn algorithm."""
+    """A LiveExplorer on the small ETP sine RNN with the given etp_viz.learn algorithm."""
     brainstate.random.seed(0)
-    model, x0, data = SineRNN(), jnp.zeros(2, jnp.float32), sine
+    model, x0, data = etp_sine()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session = Session(model, x0, algorithm=algorithm, data=data, steps_per_frame=4, **options)

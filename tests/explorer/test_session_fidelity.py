@@ -8,14 +8,15 @@ import brainstate
 import numpy as np
 import pytest
 
-from etp_viz.__main__ import _fallback_sine
 from etp_viz.explorer._fidelity import compare_gradients
 from etp_viz.explorer.session import Session
+
+from ._session_models import etp_sine
 
 
 def make(algorithm, **options):
     brainstate.random.seed(0)
-    model, x0, data = _fallback_sine(num_hidden=8)
+    model, x0, data = etp_sine(num_hidden=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return Session(model, x0, algorithm=algorithm, data=data, **options)

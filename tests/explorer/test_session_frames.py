@@ -8,12 +8,11 @@ import brainstate
 import numpy as np
 import pytest
 
-from etp_viz.__main__ import _fallback_sine
 from etp_viz.explorer._frame_data import gather_frame
 from etp_viz.explorer._sources import DataSource
 from etp_viz.explorer.session import Session
 
-from ._session_models import OneStepLearner, TinyRNN, sine_data
+from ._session_models import OneStepLearner, TinyRNN, etp_sine, sine_data
 
 
 def tiny(**options):
@@ -54,7 +53,7 @@ def test_step_count_stops_at_the_failing_step_inside_a_frame():
 @pytest.mark.parametrize("algorithm", ["d_rtrl", "es_d_rtrl"])
 def test_df_and_dhdh_are_the_executors(algorithm):
     brainstate.random.seed(0)
-    model, x0, data = _fallback_sine(num_hidden=8)
+    model, x0, data = etp_sine(num_hidden=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session = Session(model, x0, algorithm=algorithm, data=data)
