@@ -36,7 +36,10 @@ Executor contract
     processed weight operands). ``detach_hidden=True`` evaluates ``h = stopgrad(ĥ) + p``
     (``executor_layout.detach_vars`` are the ``ĥ``): differentiating w.r.t. parameters then
     gives only the paths to the outputs that cross no new hidden value (the readouts' exact
-    same-step gradient), and w.r.t. ``perturbs`` still :math:`\partial L/\partial h^t`.
+    same-step gradient). W.r.t. ``perturbs`` it gives the *partial* :math:`\partial L/\partial
+    h^t` with the step's other new hidden values held fixed, which is the total same-step
+    derivative only when no new hidden value feeds another (``graph.hidden_feeds_hidden`` is
+    False); otherwise take the learning signal with ``detach_hidden=False``.
     ``perturbs`` follow ``hidden_perturb.perturb_vars`` (zeros when ``None``). Evaluation is
     :func:`etp_viz.compiler._jaxpr.eval_jaxpr_collect`, the package's one jaxpr interpreter.
 
@@ -217,6 +220,27 @@ class ETraceGraph(NamedTuple):
     @property
     def _pvars(self) -> list:
         return self.hidden_perturb.perturb_vars
+
+    @property
+    def hidden_feeds_hidden(self) -> bool:
+        """True when a new hidden value is computed from another new hidden value of the same
+        step (stacked layers: ``h1^t`` feeds ``h2^t``).
+
+        Then ``detach_hidden=True`` gives, w.r.t. a perturbation, only the *partial*
+        :math:`\partial L/\partial h^t` with the other new hidden values held fixed; the
+        learning signal must be the total same-step derivative, taken with ``detach_hidden=False``.
+        One forward pass over ``executor_jaxpr`` (linear in its equations).
+        """
+        jaxpr = self.executor_jaxpr
+        reached = dict.fromkeys(self._pvars)
+        targets = set(self.executor_layout.detach_vars)
+        for eqn in jaxpr.eqns:
+            if any(_compat.is_var(v) and v in reached for v in eqn.invars):
+                for out in eqn.outvars:
+                    if out in targets:
+                        return True
+                    reached[out] = None
+        return False
 
 
 def compile_etrace_graph(

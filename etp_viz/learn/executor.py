@@ -13,11 +13,13 @@ owns jaxpr evaluation, this layer owns the derivatives), the executor produces
   of shape ``(*varshape, S, S)``, by ``S`` JVPs (one per state of the group, all-ones tangent
   over positions) with the boundary equations (non-gradient-enabled ETP primitives and plain
   ``dot_general`` / ``conv_general_dilated``) held constant;
-* under differentiation, the learning signal :math:`\partial L/\partial h^t` through
-  perturbation variables ``h^t = stopgrad(\hat h^t) + p`` (``p = 0``; the compiler's
-  ``detach_hidden``), together with the exact
-  same-step gradient of every parameter whose path to an output crosses no new hidden value
-  (readouts), from the same VJP.
+* under differentiation, the exact same-step gradient of every parameter whose path to an
+  output crosses no new hidden value (readouts), by a VJP through perturbation variables
+  ``h^t = stopgrad(\hat h^t) + p`` (``p = 0``; the compiler's ``detach_hidden``), and the
+  learning signal :math:`\partial L/\partial h^t` (total same-step derivative) from the
+  cotangents of ``p``: from the same VJP when no new hidden value feeds another, else from a
+  second VJP through ``h^t = \hat h^t + p`` (stacked layers: ``h1^t`` reaches the loss
+  through ``h2^t``).
 
 ``D`` and ``D_f`` are evaluated with :func:`jax.lax.stop_gradient` semantics (they are
 derivatives, never differentiated again). All of it is traceable: no host transfer in a step.
@@ -175,20 +177,25 @@ class ETraceGraphExecutor:
         data["dh_dh"] = self.hidden_jacobians(invals, data["consts"])
         return outs, new_states, data
 
-    def perturbed_outputs(self, invals: Sequence[Any], perturbations: Sequence[Any]):
-        """``(output and state leaves, operands)`` with ``h^t = stopgrad(h^t) + p`` on every
+    def perturbed_outputs(
+        self, invals: Sequence[Any], perturbations: Sequence[Any], detach_hidden: bool = True
+    ):
+        """``(output and state leaves, operands)`` with ``h^t = stopgrad(ĥ^t) + p`` on every
         hidden outvar (``perturbations`` in :attr:`ExecutionPlan.hidden_outvars` order).
 
-        Its VJP gives ``dL/dp = dL/dh^t``, the exact same-step gradient of the inputs whose
-        path to an output crosses no new hidden value, and (through the operands) the pullback
-        from processed weights to ``ParamState`` leaves.
+        Its VJP gives the exact same-step gradient of the inputs whose path to an output
+        crosses no new hidden value, (through the operands) the pullback from processed
+        weights to ``ParamState`` leaves, and ``dL/dp``: the total ``dL/dh^t`` when no new
+        hidden value feeds another (``graph.hidden_feeds_hidden`` False), else only the
+        partial one. ``detach_hidden=False`` (``h^t = ĥ^t + p``) gives the total ``dL/dh^t``
+        of stacked layers (its parameter cotangents are not the readout gradients).
         """
         plan = self.plan
         perturbs: list = [None] * len(plan.perturb_positions)
         for position, value in zip(plan.perturb_positions, perturbations):
             perturbs[position] = value
         outvals, operands = self.graph.eval_executor(
-            invals, perturbs, collect=plan.operand_vars, detach_hidden=True
+            invals, perturbs, collect=plan.operand_vars, detach_hidden=detach_hidden
         )
         outs, new_states = self._split_outvals(outvals)
         return [*outs, *new_states], plan.split_operands(operands)

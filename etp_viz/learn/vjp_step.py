@@ -143,6 +143,7 @@ def make_single_step(alg: Any):
     num_out = plan.module_info.num_out_leaves
     out_treedef = plan.module_info.out_treedef
     summarize = getattr(alg, "_step_data_summary", None)
+    stacked_hidden = ex.graph.hidden_feeds_hidden
     # the traces' cotangent is zero: built from static shapes, so no trace is a residual
     trace_shapes = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), alg.etrace.value)
 
@@ -170,15 +171,26 @@ def make_single_step(alg: Any):
             return outs_p[:num_out], operands
 
         (_, operands), vjp_fn = jax.vjp(readout, params, zeros_p)
+        signal_fn = None
+        if stacked_hidden:
+            # the learning signal is the total same-step dL/dh^t: h1^t also reaches the loss
+            # through h2^t, which the detached readout VJP above holds fixed
+            def signal(perturbations):
+                invals = layout.assemble(arg_leaves, params, others)
+                return ex.perturbed_outputs(invals, perturbations, detach_hidden=False)[0][:num_out]
+
+            _, signal_fn = jax.vjp(signal, zeros_p)
         kept = alg.gradient_residuals(new_traces, data)
-        residuals = (vjp_fn, kept, operands, count, others, arg_leaves)
+        residuals = (vjp_fn, signal_fn, kept, operands, count, others, arg_leaves)
         return primal, residuals
 
     def bwd(residuals, cotangents):
-        vjp_fn, kept, operands, count, others, arg_leaves = residuals
+        vjp_fn, signal_fn, kept, operands, count, others, arg_leaves = residuals
         out_cot, other_cot, _, _ = cotangents
         zero_ops = jax.tree.map(jnp.zeros_like, operands)
         bypass, p_cot = vjp_fn((list(out_cot), zero_ops))
+        if signal_fn is not None:
+            (p_cot,) = signal_fn(list(out_cot))
         dl_dh = layout.signal_per_group(p_cot, list(other_cot))
         grads = alg.residual_gradients(kept, dl_dh, operands, count)
         zero_outs = [jnp.zeros_like(c) for c in out_cot]
