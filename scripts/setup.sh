@@ -41,15 +41,21 @@ if [ -f js/package.json ]; then
   (cd js && npm run --silent build)
 fi
 
-# System packages for the browser tests.
-if ! command -v chromium >/dev/null 2>&1; then
+# System packages the tests need: Debian's chromium (browser tests) and graphviz (the static
+# SVG fallback of the explorer is rendered with `dot` when one is present).
+missing=""
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v dot >/dev/null 2>&1 || missing="$missing graphviz"
+if [ -n "$missing" ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing Debian chromium (browser tests)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
-      || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+    echo "setup: installing Debian packages:$missing"
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 \
+           && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null; }
   else
-    echo "setup: chromium not found and not root: browser tests will be skipped" \
-         "(install it with: sudo apt-get install -y chromium)"
+    echo "setup: not root, so not installing:$missing (browser / static-SVG tests will skip;" \
+         "install with: sudo apt-get install -y$missing)"
   fi
 fi
 echo "setup: $VENV ready"
