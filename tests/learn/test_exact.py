@@ -37,8 +37,7 @@ def _compiled(alg_cls, factory, batch, xs, **kwargs):
 
 #: checkpoints at which the running online sum is compared with BPTT over the prefix
 CHECKPOINTS = (1, 4, 50)
-#: T=50 only on the cheapest models (2-core CI budget); the others stop at T=4
-LONG = ("mm", "mv", "elemwise", "sp_mv", "lora_mv")
+LONG = tuple(f[0] for f in FAMILIES)  # every family at T = 1, 4 and 50
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
