@@ -15,22 +15,10 @@ import jax
 import jax.numpy as jnp
 
 import etp_viz.nn as enn
+from tests.compiler.models import TwoLayerRNN  # the spec's running example (one copy)
 
 #: Text that must never execute or break out of a renderer: tags, both quotes, an ampersand.
 HOSTILE = "<script>alert(1)</script>\"'&"
-
-
-class TwoLayerRNN(brainstate.nn.Module):
-    """The spec's running example: two vanilla RNN layers and a linear readout."""
-
-    def __init__(self):
-        super().__init__()
-        self.rnn1 = enn.ValinaRNNCell(10, 32)
-        self.rnn2 = enn.ValinaRNNCell(32, 16)
-        self.out = enn.Linear(16, 5)
-
-    def update(self, x):
-        return self.out(self.rnn2(self.rnn1(x)))
 
 
 def _ready(model, x):
