@@ -19,21 +19,49 @@ export const EXPORT_CSS = `
 .hl-search > polygon, .hl-search > ellipse { stroke: #ff00aa; stroke-width: 3px; }
 `;
 
-/** Resolve after the next frame (or after 100 ms where frames are not running: hidden tab). */
+/**
+ * Resolve after the next frame (or after 100 ms where frames are not running: hidden tab), to
+ * true when a frame ran.
+ * @returns {Promise<boolean>}
+ */
 export function afterFrame() {
   return new Promise((resolve) => {
     let done = false;
-    const finish = () => { if (!done) { done = true; resolve(undefined); } };
-    requestAnimationFrame(() => setTimeout(finish, 0));
-    setTimeout(finish, 100);
+    const finish = (/** @type {boolean} */ framed) => { if (!done) { done = true; resolve(framed); } };
+    requestAnimationFrame(() => setTimeout(() => finish(true), 0));
+    setTimeout(() => finish(false), 100);
+  });
+}
+
+/** Work longer than this without a rendered frame waits for one (see yieldToEventLoop). */
+export const FRAME_GAP_MS = 24;
+const frames = { last: -1, watching: false, stalled: false };
+
+/** Note the time of the next animation frame (one request at a time). */
+function watchFrames() {
+  if (frames.watching) return;
+  frames.watching = true;
+  requestAnimationFrame(() => {
+    frames.watching = false;
+    frames.stalled = false;
+    frames.last = performance.now();
   });
 }
 
 /**
- * Resolve in a new task as soon as possible (no frame wait, no 4 ms timer clamp): lets input
- * and rendering in between while sliced work (index, panel rows) goes on.
+ * Resolve in a new task as soon as possible (no 4 ms timer clamp): lets input in between
+ * while sliced work (index, panel rows) goes on. `scheduler.yield()` continuations run before
+ * rendering, so back-to-back slices would hold a frame back for up to ~100 ms: when no frame
+ * has run for FRAME_GAP_MS, this waits for one instead (not where frames are not running).
  */
-export function yieldToEventLoop() {
+export async function yieldToEventLoop() {
+  const now = performance.now();
+  if (frames.last < 0) frames.last = now;
+  watchFrames();
+  if (!frames.stalled && now - frames.last > FRAME_GAP_MS) {
+    frames.stalled = !(await afterFrame());
+    return;
+  }
   const scheduler = /** @type {any} */ (globalThis).scheduler;
   if (scheduler && typeof scheduler.yield === "function") return scheduler.yield();
   return new Promise((resolve) => {
@@ -155,7 +183,11 @@ export class GraphView {
   /**
    * Build the SVG for a layout draw list (./xdot.js) in slices of at most `budgetMs` of work,
    * yielding to the event loop (after a frame) between slices, so the UI thread never blocks
-   * for long. The new SVG is built hidden on top of the old one and swapped in at the end.
+   * for long. The new SVG is built beneath the current one, which covers it (both fill the
+   * pane, opaque), so each slice is styled, laid out and painted as it is added, and the swap
+   * (removing the old SVG) changes no style of the new one: hiding it with an inherited
+   * property (`visibility`) and showing it at the end restyled, re-laid out and repainted
+   * every element in one frame.
    * Elements are created directly (no markup parsing); user text only ever goes through
    * `textContent`. Resolves to false when `isCurrent()` turns false (a newer layout started).
    * @param {{width: number, height: number, count: number, chunks: string[]}} layout
@@ -174,7 +206,8 @@ export class GraphView {
     const root = document.createElementNS(SVG_NS, "g");
     root.setAttribute("class", "graph");
     svg.append(root);
-    this.container.append(svg);
+    if (this.svg && this.svg.parentNode === this.container) this.container.insertBefore(svg, this.svg);
+    else this.container.append(svg);
     /** @type {Map<string, Element>} */
     const elements = new Map();
     /** @type {Map<string, import("./xdot.js").Item>} */
