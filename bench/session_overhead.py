@@ -13,7 +13,7 @@ waits for the parameters (SGD's optimizer state is empty, so waiting on it alone
 the dispatch). The session runs with ``steps_per_frame='auto'`` (its default) and the bare scan
 uses the frame length the session settled on. Models (``--model``):
 
-    sine:    the built-in sine RNN (ValinaRNNCell(2, --hidden) + Linear readout), unbatched
+    sine:    the SineRegression task's rate model (GRUCell(20, --hidden) + Linear), unbatched
     rnn256:  ValinaRNNCell(32, 256) + Linear(256, 4), batch 16, random stream
     lif:     the SineRegression task's spiking model (LIF(.., 128) + LeakyRateReadout), batch 16
 
@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from etp_viz.__main__ import _fallback_sine
 from etp_viz.explorer.session import Session
 
 
@@ -95,8 +94,10 @@ def build(name: str, hidden: int, steps: int):
     from etp_viz.explorer import tasks
 
     if name == "sine":
-        model, x0, data = _fallback_sine(hidden)
-        return model, x0, {}, [tuple(np.asarray(a) for a in data(t)) for t in range(steps)]
+        task = tasks.SineRegression()  # unbatched
+        model = task.suggested_model(hidden, spiking=False)
+        pairs = [tuple(np.asarray(a) for a in task.step_data(t)) for t in range(steps)]
+        return model, task.example_input(), {"task": task}, pairs
     if name == "rnn256":
         model = tasks.RecurrentNet(nn.ValinaRNNCell(32, 256), nn.Linear(256, 4))
         brainstate.nn.init_all_states(model, batch_size=16)
@@ -109,7 +110,7 @@ def build(name: str, hidden: int, steps: int):
     task = tasks.SineRegression(batch_size=16)
     model = task.suggested_model(128, spiking=True)
     pairs = [tuple(np.asarray(a) for a in task.step_data(t)) for t in range(steps)]
-    return model, task.example_input(), {"loss": task.loss}, pairs
+    return model, task.example_input(), {"task": task}, pairs
 
 
 def time_block(fn, repeats):
@@ -146,7 +147,7 @@ def main() -> None:
             model,
             x0,
             algorithm=args.algorithm,
-            data=lambda t: pairs[t % len(pairs)],
+            **({} if "task" in options else {"data": lambda t: pairs[t % len(pairs)]}),
             steps_per_frame=spf_option,
             capacity=1024,
             **options,

@@ -223,7 +223,7 @@ class ETraceGraph(NamedTuple):
 
     @property
     def hidden_feeds_hidden(self) -> bool:
-        """True when a new hidden value is computed from another new hidden value of the same
+        r"""True when a new hidden value is computed from another new hidden value of the same
         step (stacked layers: ``h1^t`` feeds ``h2^t``).
 
         Then ``detach_hidden=True`` gives, w.r.t. a perturbation, only the *partial*

@@ -60,19 +60,25 @@ def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
 
 
 def _task_frame(task: Any, start: int, n: int) -> tuple[Any, Any] | None:
-    """Steps ``start..start+n-1`` of a teaching task's stream, from cached numpy episodes."""
+    """Steps ``start..start+n-1`` of a teaching task's stream, from cached numpy episodes
+    (``task.sample_numpy`` where the task has it: no device round trip per episode)."""
     length = getattr(task, "n_steps", None)
     if not (isinstance(length, int) and hasattr(task, "sample") and hasattr(task, "seed")):
         return None
+    sample = task.sample
+    owner = next((c for c in type(task).__mro__ if "sample_numpy" in c.__dict__), None)
+    if owner is not None and type(task).sample is owner.sample:  # `sample` not overridden
+        sample = task.sample_numpy
     cache = task.__dict__.setdefault("_etp_viz_frame_cache", {})
+    first = start // length
+    for old in [e for e in cache if e < first or e > first + n // length + 1]:
+        del cache[old]  # the stream moves forward (a reset restarts it at episode 0)
     xs, ys = [], []
     t = start
     while t < start + n:
         episode, within = divmod(t, length)
         if episode not in cache:
-            if len(cache) > 4:
-                cache.clear()
-            sampled = task.sample((task.seed, episode), getattr(task, "batch_size", None))
+            sampled = sample((task.seed, episode), getattr(task, "batch_size", None))
             cache[episode] = tuple(np.asarray(a) for a in sampled)
         take = min(length - within, start + n - t)
         xs.append(cache[episode][0][within : within + take])

@@ -15,8 +15,8 @@ kind                 meaning                                                    
 ``update_norm``      ‖weight change‖ applied by the optimizer                    ``()``
 ===================  ==========================================================  ==========
 
-``loss`` is measured every step. The others are measured every ``record_every`` steps of the
-session (and on each frame's last step); in between their rows are NaN, meaning "not
+``loss`` is measured every step. The others are measured on every ``record_every``-th step of
+each frame (and on each frame's last step); in between their rows are NaN, meaning "not
 measured" (``np.isfinite`` selects the measured rows). The step before a failure is never
 NaN for a non-finite reason: a non-finite value halts the run instead of being recorded.
 

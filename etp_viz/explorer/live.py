@@ -204,7 +204,7 @@ class LiveExplorer(Explorer):
             raise RuntimeError("Pause the run before changing the decay.")
         with self.session._lock:
             algorithm.alpha_x, algorithm.alpha_f = alphas
-            self.session._jit_step = None  # the decay is a constant of the compiled frame
+            self.session._invalidate_frames()  # the decay is a constant of the compiled frame
 
 
 def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:

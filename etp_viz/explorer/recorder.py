@@ -50,12 +50,16 @@ class DrainedRows:
         ``{"step": int, "quantities": [metric names]}`` when a step went non-finite.
     lost : int
         Rows overwritten before they could be drained (0 unless the ring was too small).
+    suspect : bool
+        A drained frame reported a non-finite value without locating it (see
+        :meth:`Recorder.pack`): no rows are returned and nothing is counted as drained.
     """
 
     steps: np.ndarray
     values: dict[str, np.ndarray]
     failure: dict[str, Any] | None
     lost: int = 0
+    suspect: bool = False
 
 
 class Recorder:
@@ -176,10 +180,21 @@ class Recorder:
         status, row, written = self.check_row(self.status_of(ring), metrics)
         return self.write_rows(ring, status, row[None], written[None])
 
-    def pack(self, status: dict[str, Any], rows: jax.Array, written: jax.Array) -> tuple:
+    def pack(
+        self, status: dict[str, Any], rows: jax.Array, written: jax.Array, suspect: Any = False
+    ) -> tuple:
         """A frame's rows as ONE float32 matrix ``(n, 1 + width)`` (first column: written)
-        plus the status as one int32 vector: what the host transfers (traceable)."""
-        head = jnp.stack([status["count"], status["halted"].astype(jnp.int32), status["bad_step"]])
+        plus the status as one int32 vector: what the host transfers (traceable).
+        ``suspect``: the frame saw a non-finite value it did not locate (the session's fast
+        frame); :meth:`drain` then returns no rows and ``DrainedRows.suspect``."""
+        head = jnp.stack(
+            [
+                status["count"],
+                status["halted"].astype(jnp.int32),
+                status["bad_step"],
+                jnp.asarray(suspect, jnp.int32),
+            ]
+        )
         status_vec = jnp.concatenate([head, status["bad_cols"].astype(jnp.int32)])
         return jnp.concatenate([written.astype(self.dtype)[:, None], rows], axis=1), status_vec
 
@@ -210,12 +225,17 @@ class Recorder:
         """
         if self.pending:
             packs = jax.device_get(self.pending)
+            if any(int(status[3]) for _, status in packs):
+                # a fast frame saw a non-finite value: nothing is kept, the caller replays
+                self.pending = []
+                empty = np.zeros((0, self.width), np.float32)
+                return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None, 0, True)
             matrix = packs[0][0] if len(packs) == 1 else np.concatenate([m for m, _ in packs])
             status = packs[-1][1]
             count, halted, bad_step = (int(v) for v in status[:3])
             matrix = matrix[matrix[:, 0] > 0.5, 1:]
             rows = np.arange(self._drained, self._drained + matrix.shape[0])
-            bad_cols, lost = status[3:], 0
+            bad_cols, lost = status[4:], 0
         else:
             host = jax.device_get(ring)
             count = int(host["count"])

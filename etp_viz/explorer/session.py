@@ -21,19 +21,23 @@ to the host in one transfer, appended to :attr:`Session.history`, and listeners 
 are told. A frame is split only at fidelity checkpoints.
 
 Recording cost: the loss is recorded every step; the heavy metrics (trace norms, df / dh-dh,
-gradient and weight-change norms: one pass over a parameter- or trace-sized array each) every
-``record_every`` steps, on a frame's last step, and on a failing step, under ``lax.cond`` (NaN
-in the history means "not measured").
+gradient and weight-change norms: one pass over a parameter- or trace-sized array each) on
+every ``record_every``-th step of a frame and on its last step (NaN in the history means "not
+measured"). The frame is a scan over blocks of ``record_every`` steps: ``record_every - 1``
+plain training steps, then one measured step, so an unmeasured step costs what the bare
+algorithm step costs (see ``_frame_step``).
 
-Failures: checked EVERY step are the loss, every parameter after the update and every hidden
-state (one ``all(isfinite)`` per array); a non-finite one pauses the session at that exact step
-and names it (:attr:`History.failure`: ``loss``, ``weight/<path>``, ``hidden/<path>``, plus the
-heavy metrics, which are measured on the failing step too). A non-finite trace is caught
-through the weights it updates (the online gradient is trace x learning signal); on its own it
-is seen on measured steps only. The weights keep their last finite values and the history
-before the failure is intact. An exception in the user's data or loss function is
-stored in :attr:`Session.error`, raised as :class:`UserCodeError` from :meth:`step`, and the
-session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
+Failures: a frame checks, once after its scan, the loss of every step, every measured value,
+every parameter and every hidden state. If one is NaN/inf, the frame is replayed from the
+states it started from with every step checked (loss, each parameter after the update, each
+hidden state: one ``all(isfinite)`` per array), which pauses the session at the exact failing
+step and names what went non-finite (:attr:`History.failure`: ``loss``, ``weight/<path>``,
+``hidden/<path>``, plus the heavy metrics, measured on the failing step too). A non-finite
+trace is caught through the weights it updates (the online gradient is trace x learning
+signal); on its own it is seen on measured steps only. The weights keep their last finite
+values and the history before the failure is intact. An exception in the user's data or loss
+function is stored in :attr:`Session.error`, raised as :class:`UserCodeError` from
+:meth:`step`, and the session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
 """
 
 from __future__ import annotations
@@ -45,10 +49,10 @@ from typing import Any
 
 import brainstate
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ._frame_data import gather_frame
+from ._frame_step import build_frame, restore_states, snapshot_states
 from ._probe import Probe
 from ._sources import (
     DataSource,
@@ -94,10 +98,6 @@ def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) ->
         )
 
 
-def _tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
-    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
-
-
 class Session:
     """Online learning of ``model`` on a data stream, with on-device recording.
 
@@ -130,9 +130,10 @@ class Session:
         Rows of the on-device ring buffers (≥ ``steps_per_frame``).
     record_every : int
         Heavy metrics (trace norms, df / dh-dh, gradient and weight-change norms) are measured
-        on every ``record_every``-th step (``(t + 1) % record_every == 0``), on the last step of
-        each frame and on a failing step; NaN elsewhere. 1 measures every step. The default
-        (16) keeps the attached step within ~10 % of the bare step on the benchmark models.
+        on every ``record_every``-th step of a frame (positions ``record_every - 1``,
+        ``2 record_every - 1``, ...), on each frame's last step and on a failing step; NaN
+        elsewhere. 1 measures every step. With frames of power-of-two lengths and the default
+        16, these are the global steps ``t`` with ``(t + 1) % 16 == 0`` for a run started at 0.
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
     """
@@ -170,12 +171,17 @@ class Session:
         self.recorder = Recorder(self.probe.spec(), capacity=capacity, checks=self.probe.checks())
         self._heavy_columns = np.ones((self.recorder.width,), bool)
         self._heavy_columns[slice(*self.recorder.columns["loss"])] = False
+        self._states_cache: list[Any] | None = None
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
         self._lock = threading.RLock()
         self._pause_requested = threading.Event()
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Session, str], None]] = []
-        self._jit_step = None
+        self._jit_step: Callable | None = None
+        self._jit_careful: Callable | None = None
+        #: chunks dispatched since the last sync and the states before them (for a replay)
+        self._segment: list[tuple[Any, Any, int]] = []
+        self._snapshot: tuple | None = None
         self._chunk_start = 0
         self._history = History(meta=self._meta())
         self._unflushed: list = []
@@ -189,6 +195,9 @@ class Session:
 
     # -- state -----------------------------------------------------------------------------
     def _all_states(self) -> list[Any]:
+        """Every state of the model and the algorithm (walked once: frames snapshot them)."""
+        if self._states_cache is not None:
+            return self._states_cache
         states: dict[int, Any] = {}
         for owner in (self.model, self.algorithm):
             try:
@@ -196,7 +205,8 @@ class Session:
                     states[id(state)] = state
             except Exception:  # noqa: BLE001 - an instance without brainstate states
                 continue
-        return list(states.values())
+        self._states_cache = list(states.values())
+        return self._states_cache
 
     def _reset_counters(self) -> None:
         self.step_count = 0
@@ -269,7 +279,7 @@ class Session:
         """Replace the loss (recompiles the step on the next call) and clear the error."""
         with self._lock:
             self.loss_fn = resolve_loss(loss, None)
-            self._jit_step = None
+            self._invalidate_frames()
             self.error = None
 
     def set_data(self, data: Any) -> None:
@@ -279,82 +289,52 @@ class Session:
             self.error = None
 
     # -- the jitted frame ------------------------------------------------------------------
-    def _build_frame(self) -> Callable:
-        """One jitted call running a chunk of steps: ``scan`` of (algorithm step under grad,
-        optax update, recorder write) over stacked ``(xs, ys)``; nothing leaves the device."""
-        algorithm, params, probe = self.algorithm, self.params, self.probe
-        optimizer, recorder, user_loss = self.optimizer, self.recorder, self.loss_fn
-
-        def loss_of(x_t: Any, y_t: Any) -> Any:
-            output = algorithm(x_t)
-            try:
-                value = user_loss(output, y_t)
-            except Exception as error:  # noqa: BLE001 - reported to the user, not fatal
-                # Tracing happens on a chunk's first call: name that chunk's first step.
-                raise UserCodeError("loss", self._chunk_start, error) from error
-            return jnp.asarray(value).reshape(()), output
-
-        grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
-
-        every, heavy_columns = self.record_every, jnp.asarray(self._heavy_columns)
-
-        def one_step(carry: tuple, inputs: tuple) -> tuple:
-            status, opt_state = carry
-            x_t, y_t, is_last = inputs
-            # Heavy metrics on every `record_every`-th step and the frame's last (so a pushed
-            # frame always ends on a measured row); also on a failing step, below.
-            scheduled = ((status["count"] + 1) % every == 0) | is_last if every > 1 else True
-            grads, loss, _ = grad_fn(x_t, y_t)
-            old = {name: state.value for name, state in params.items()}
-            updates, new_opt_state = optimizer.update(grads, opt_state, old)
-            new = {
-                name: jax.tree.map(lambda p, u: p + u, old[name], updates[name]) for name in params
-            }
-            checks_ok = probe.check_state(new)
-            measured = scheduled
-            if every > 1:
-                measured = scheduled | ~(jnp.isfinite(loss) & jnp.all(checks_ok))
-            row = probe.row(loss, grads, updates, measured)
-            valid = None if every == 1 else ~heavy_columns | measured
-            status, row, written = recorder.check_row(status, row, valid, checks_ok)
-            keep = ~status["halted"]
-            for name, state in params.items():
-                state.value = _tree_where(keep, new[name], old[name])
-            return (status, _tree_where(keep, new_opt_state, opt_state)), (row, written)
-
-        def frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
-            carry = (recorder.status_of(ring), opt_state)
-            length = jax.tree.leaves(xs)[0].shape[0]
-            is_last = jnp.arange(length) == length - 1
-            (status, opt_state), (rows, written) = brainstate.transform.scan(
-                one_step, carry, (xs, ys, is_last)
-            )
-            ring = recorder.write_rows(ring, status, rows, written)
-            return ring, opt_state, recorder.pack(status, rows, written)
-
-        return brainstate.transform.jit(frame, donate_argnums=(0,))
+    def _invalidate_frames(self) -> None:
+        """Drop the compiled frames (the loss or a compiled-in constant changed)."""
+        self._jit_step = None
+        self._jit_careful = None
 
     def _run_chunk(self, xs: Any, ys: Any, n: int, first_step: int) -> None:
-        """Dispatch ``n`` stacked steps: one scan of ``steps_per_frame`` steps, else
-        power-of-two scans (so only a few lengths are ever compiled)."""
+        """Dispatch ``n`` stacked steps with the fast frame (see ``_frame_step``): one scan of
+        ``steps_per_frame`` steps, else power-of-two scans (so only a few lengths are ever
+        compiled). The states before the first chunk since the last sync are kept (references,
+        no copies) so that :meth:`_sync` can replay a suspect segment step-checked."""
         if self._jit_step is None:
-            self._jit_step = self._build_frame()
+            self._jit_step = build_frame(self, careful=False)
+        if self._snapshot is None:
+            self._snapshot = (snapshot_states(self._all_states()), self.ring, self.opt_state)
         done = 0
         while done < n:
             size = n if n == self.steps_per_frame else 1 << ((n - done).bit_length() - 1)
-            self._chunk_start = first_step + done
             part_x, part_y = xs, ys
             if size < n:
                 part = slice(done, done + size)
                 part_x, part_y = (jax.tree.map(lambda a, p=part: a[p], t) for t in (xs, ys))
-            self.ring, self.opt_state, packed = self._jit_step(
-                self.ring, self.opt_state, part_x, part_y
-            )
-            self.recorder.pending.append(packed)
+            self._dispatch(self._jit_step, part_x, part_y, first_step + done)
+            self._segment.append((part_x, part_y, first_step + done))
             done += size
+
+    def _dispatch(self, frame: Callable, xs: Any, ys: Any, first_step: int) -> None:
+        self._chunk_start = first_step
+        self.ring, self.opt_state, packed = frame(self.ring, self.opt_state, xs, ys)
+        self.recorder.pending.append(packed)
+
+    def _replay_careful(self) -> Any:
+        """The segment since the last sync went non-finite somewhere: restore the states it
+        started from and run it again with every step checked (exact failing step)."""
+        saved, self.ring, self.opt_state = self._snapshot
+        restore_states(saved)
+        if self._jit_careful is None:
+            self._jit_careful = build_frame(self, careful=True)
+        for xs, ys, first_step in self._segment:
+            self._dispatch(self._jit_careful, xs, ys, first_step)
+        return self.recorder.drain(self.ring)
 
     def _sync(self) -> None:
         rows = self.recorder.drain(self.ring)
+        if rows.suspect:
+            rows = self._replay_careful()
+        self._segment, self._snapshot = [], None
         if rows.steps.size:
             self._unflushed.append(rows)
         self.step_count = self.recorder.written

@@ -158,12 +158,20 @@ class Task:
 
         ``key`` is an int, a tuple of ints or a JAX PRNG key (default: the task's seed).
         """
+        xs, ys = self.sample_numpy(key, batch_size)
+        return jnp.asarray(xs), jnp.asarray(ys)
+
+    def sample_numpy(
+        self, key: Any = None, batch_size: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sample` as host numpy arrays (same values; no device round trip). A live
+        session gathers its frames from these."""
         rng = _rng(self.seed if key is None else key)
         xs, ys = self._episode(rng, 1 if batch_size is None else int(batch_size))
         if batch_size is None:
             xs, ys = xs[:, 0], ys[:, 0]
-        dtype = nn.default_float_dtype()
-        return jnp.asarray(xs, dtype), jnp.asarray(ys, dtype)
+        dtype = np.dtype(nn.default_float_dtype())
+        return np.asarray(xs, dtype), np.asarray(ys, dtype)
 
     def step_data(self, t: int) -> tuple[jax.Array, jax.Array]:
         """``(x_t, y_t)`` of step ``t`` of the endless stream (episode ``t // n_steps``).

@@ -112,7 +112,8 @@ def test_heavy_metrics_every_record_every_steps_and_on_a_frames_last_step():
     history = session.history
     assert np.all(np.isfinite(history.loss))  # the loss: every step
     measured = np.isfinite(history["grad_norm/W"])
-    expected = [(t + 1) % 4 == 0 or t % 10 == 9 for t in range(20)]
+    # every 4th step of each frame (positions 3 and 7) and each frame's last (position 9)
+    expected = [t % 10 in (3, 7, 9) for t in range(20)]
     assert measured.tolist() == expected
     for name in ("update_norm/V", "trace/input_trace"):
         assert np.isfinite(history[name]).tolist() == expected  # NaN = not measured
@@ -137,3 +138,67 @@ def test_non_finite_weight_with_finite_loss_halts_at_its_step():
     assert {"weight/W", "weight/V"} <= set(failure["quantities"])
     for state in session.params.values():
         assert np.all(np.isfinite(np.asarray(state.value["weight"])))
+
+
+@pytest.mark.parametrize("steps_per_frame", [16, 13])
+def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
+    """The fast frame (blocks of plain steps + one measured step, checks once per frame) and
+    the careful one (every step checked) give the same weights and the same history."""
+    from etp_viz.explorer._frame_step import build_frame
+
+    histories, weights = [], []
+    for careful in (False, True):
+        brainstate.random.seed(0)
+        model, x0, data = etp_sine(num_hidden=6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            session = Session(model, x0, data=data, steps_per_frame=steps_per_frame, record_every=4)
+        if careful:
+            session._jit_step = build_frame(session, careful=True)
+        session.run(3 * steps_per_frame + 5, background=False)
+        histories.append(session.history)
+        weights.append({k: np.asarray(s.value["weight"]) for k, s in session.params.items()})
+        assert session._jit_careful is None  # nothing went non-finite: no replay compiled
+    fast, careful = histories
+    assert fast.num_steps == careful.num_steps == 3 * steps_per_frame + 5
+    for name in fast.metrics:
+        np.testing.assert_allclose(fast[name], careful[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    for name in weights[0]:
+        np.testing.assert_allclose(weights[0][name], weights[1][name], rtol=1e-5, atol=1e-7)
+
+
+def test_a_suspect_frame_is_replayed_from_its_start_states():
+    """A NaN half-way through a fast frame: the replay restores the frame's start states (the
+    steps before the failure are recorded once, with the values a clean run gives)."""
+
+    def data(t):
+        x, y = sine_data(t)
+        return (x * np.nan if t == 21 else x), y
+
+    model = TinyRNN()
+    session = Session(
+        model,
+        np.zeros(2, np.float32),
+        algorithm=OneStepLearner(model),
+        data=data,
+        steps_per_frame=16,
+    )
+    clean_model = TinyRNN()
+    clean = Session(
+        clean_model,
+        np.zeros(2, np.float32),
+        algorithm=OneStepLearner(clean_model),
+        data=sine_data,
+        steps_per_frame=16,
+    )
+    session.run(32, background=False)
+    clean.run(21, background=False)
+    assert session.history.failure["step"] == 21 and session.step_count == 21
+    assert session._jit_careful is not None
+    np.testing.assert_allclose(session.history.loss, clean.history.loss, rtol=1e-6)
+    for name, state in session.params.items():
+        np.testing.assert_allclose(
+            np.asarray(state.value["weight"]),
+            np.asarray(clean.params[name].value["weight"]),
+            rtol=1e-6,
+        )

@@ -172,3 +172,14 @@ def test_tasks_import_without_the_widget_stack():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_sample_numpy_is_sample_on_the_host(name):
+    task = get_task(name)
+    for batch in (None, 3):
+        xs, ys = task.sample_numpy((task.seed, 2), batch)
+        ref = task.sample((task.seed, 2), batch)
+        assert type(xs) is np.ndarray and type(ys) is np.ndarray
+        np.testing.assert_array_equal(xs, np.asarray(ref[0]))
+        np.testing.assert_array_equal(ys, np.asarray(ref[1]))

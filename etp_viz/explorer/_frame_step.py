@@ -1,0 +1,183 @@
+"""The jitted frame of a live session: ``scan`` of (online step, optax update, recorder row).
+
+Two compiled forms of the same frame, chosen by the session:
+
+- **fast** (every frame): the scan body is the bare training step plus ONE ``lax.cond`` that
+  fills the heavy columns of the row on measured steps (and NaN elsewhere). Nothing is checked
+  per step; once, after the scan, every recorded value that was measured, every parameter and
+  every hidden state is tested for NaN/inf, and the frame reports ``suspect`` when one is not
+  finite. The body costs what the bare algorithm step costs plus that cond.
+- **careful** (only to replay a suspect frame): every step checks its loss, the parameters
+  after the update and the hidden states, and a failing step halts the ring, keeps the last
+  finite weights and is measured in full. The session replays a suspect frame this way from
+  the states it had before the frame, so a failure is still reported at its exact step.
+
+Both return ``(ring, opt_state, packed)``; ``packed`` is :meth:`Recorder.pack`'s single host
+transfer of the frame (the fast frame adds its ``suspect`` flag to the status vector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import brainstate
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._sources import UserCodeError
+
+__all__ = ["build_frame", "frame_schedule", "restore_states", "snapshot_states"]
+
+
+def _tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
+
+
+def frame_schedule(length: int, every: int) -> np.ndarray:
+    """Steps of a frame whose heavy metrics are measured: every ``every``-th step of the frame
+    (positions ``every - 1, 2 every - 1, ...``) and its last step.
+
+    >>> frame_schedule(5, 2).tolist()
+    [False, True, False, True, True]
+    """
+    position = np.arange(length)
+    return ((position + 1) % max(int(every), 1) == 0) | (position == length - 1)
+
+
+def _part(tree: Any, start: int, stop: int) -> Any:
+    return jax.tree.map(lambda a: a[start:stop], tree)
+
+
+def build_frame(session: Any, careful: bool) -> Callable:
+    """The session's jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)``.
+
+    The fast frame does not donate the ring (the session keeps the pre-frame ring to replay a
+    suspect frame); the careful one does.
+    """
+    algorithm, params, probe = session.algorithm, session.params, session.probe
+    optimizer, recorder, user_loss = session.optimizer, session.recorder, session.loss_fn
+
+    def loss_of(x_t: Any, y_t: Any) -> Any:
+        output = algorithm(x_t)
+        try:
+            value = user_loss(output, y_t)
+        except Exception as error:  # noqa: BLE001 - reported to the user, not fatal
+            # Tracing happens on a chunk's first call: name that chunk's first step.
+            raise UserCodeError("loss", session._chunk_start, error) from error
+        return jnp.asarray(value).reshape(()), output
+
+    grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
+    every = session.record_every
+    heavy_columns = jnp.asarray(session._heavy_columns)
+
+    def train_step(opt_state: Any, x_t: Any, y_t: Any) -> tuple:
+        grads, loss, _ = grad_fn(x_t, y_t)
+        old = {name: state.value for name, state in params.items()}
+        updates, new_opt_state = optimizer.update(grads, opt_state, old)
+        new = {name: jax.tree.map(lambda p, u: p + u, old[name], updates[name]) for name in params}
+        return loss, grads, updates, old, new, new_opt_state
+
+    loss_column = recorder.columns["loss"][0]
+
+    def plain_step(opt_state: Any, inputs: tuple) -> tuple:
+        loss, _, _, _, new, opt_state = train_step(opt_state, *inputs)
+        for name, state in params.items():
+            state.value = new[name]
+        return opt_state, loss
+
+    def block(opt_state: Any, xs: Any, ys: Any) -> tuple:
+        """``length - 1`` plain steps (loss only), then one measured step: ``(length, width)``
+        rows, NaN where nothing was measured."""
+        length = jax.tree.leaves(xs)[0].shape[0]
+        rows = []
+        if length > 1:
+            head = [jax.tree.map(lambda a: a[:-1], t) for t in (xs, ys)]
+            opt_state, losses = brainstate.transform.scan(plain_step, opt_state, tuple(head))
+            plain = jnp.full((length - 1, recorder.width), jnp.nan, recorder.dtype)
+            rows.append(plain.at[:, loss_column].set(losses.astype(recorder.dtype)))
+        x_t, y_t = (jax.tree.map(lambda a: a[-1], t) for t in (xs, ys))
+        loss, grads, updates, _, new, opt_state = train_step(opt_state, x_t, y_t)
+        for name, state in params.items():
+            state.value = new[name]
+        rows.append(probe.row(loss, grads, updates, True)[None].astype(recorder.dtype))
+        return opt_state, jnp.concatenate(rows) if len(rows) > 1 else rows[0]
+
+    def fast_frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
+        status = recorder.status_of(ring)
+        length = jax.tree.leaves(xs)[0].shape[0]
+        full, rest = divmod(length, every)
+        parts = []
+        if full > 1:  # a scan over blocks of `record_every` steps
+            blocks = [
+                jax.tree.map(lambda a: a[: full * every].reshape(full, every, *a.shape[1:]), t)
+                for t in (xs, ys)
+            ]
+            opt_state, rows = brainstate.transform.scan(
+                lambda o, xy: block(o, *xy), opt_state, tuple(blocks)
+            )
+            parts.append(rows.reshape(full * every, recorder.width))
+        elif full == 1:
+            opt_state, rows = block(opt_state, *(_part(t, 0, every) for t in (xs, ys)))
+            parts.append(rows)
+        if rest:
+            start = full * every
+            opt_state, rows = block(opt_state, *(_part(t, start, length) for t in (xs, ys)))
+            parts.append(rows)
+        rows = jnp.concatenate(parts) if len(parts) > 1 else parts[0]
+        # the only checks of the fast frame: measured cells of every row, and the final state
+        valid = ~heavy_columns[None, :] | jnp.asarray(frame_schedule(length, every))[:, None]
+        rows_ok = jnp.all(jnp.isfinite(rows) | ~valid)
+        state_ok = jnp.all(probe.check_state({n: s.value for n, s in params.items()}))
+        suspect = ~(rows_ok & state_ok)
+        written = jnp.ones((length,), jnp.bool_)
+        status = {**status, "count": status["count"] + length}
+        ring = recorder.write_rows(ring, status, rows, written)
+        return ring, opt_state, recorder.pack(status, rows, written, suspect)
+
+    def careful_step(carry: tuple, inputs: tuple) -> tuple:
+        status, opt_state = carry
+        x_t, y_t, scheduled = inputs
+        loss, grads, updates, old, new, new_opt_state = train_step(opt_state, x_t, y_t)
+        checks_ok = probe.check_state(new)
+        measured = scheduled
+        if every > 1:  # a failing step is measured in full
+            measured = scheduled | ~(jnp.isfinite(loss) & jnp.all(checks_ok))
+        row = probe.row(loss, grads, updates, measured)
+        valid = None if every == 1 else ~heavy_columns | measured
+        status, row, written = recorder.check_row(status, row, valid, checks_ok)
+        keep = ~status["halted"]
+        for name, state in params.items():
+            state.value = _tree_where(keep, new[name], old[name])
+        return (status, _tree_where(keep, new_opt_state, opt_state)), (row, written)
+
+    def careful_frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
+        carry = (recorder.status_of(ring), opt_state)
+        length = jax.tree.leaves(xs)[0].shape[0]
+        scheduled = jnp.asarray(frame_schedule(length, every))
+        (status, opt_state), (rows, written) = brainstate.transform.scan(
+            careful_step, carry, (xs, ys, scheduled)
+        )
+        ring = recorder.write_rows(ring, status, rows, written)
+        return ring, opt_state, recorder.pack(status, rows, written)
+
+    if careful:
+        return brainstate.transform.jit(careful_frame, donate_argnums=(0,))
+    return brainstate.transform.jit(fast_frame)
+
+
+def snapshot_states(states: list[Any]) -> list[tuple[Any, Any]]:
+    """``[(state, value)]`` of every state a frame may write, plus the global random key
+    (JAX arrays are immutable and the frame donates none of them: references suffice)."""
+    saved = [(state, state.value) for state in states]
+    default_rng = getattr(brainstate.random, "DEFAULT", None)
+    if isinstance(default_rng, brainstate.State) and all(s is not default_rng for s in states):
+        saved.append((default_rng, default_rng.value))
+    return saved
+
+
+def restore_states(saved: list[tuple[Any, Any]]) -> None:
+    """Put back what :func:`snapshot_states` saved."""
+    for state, value in saved:
+        state.value = value
