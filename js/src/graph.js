@@ -472,6 +472,18 @@ function formatAttrs(/** @type {Record<string, string>} */ attrs) {
  * @param {{rankdir?: string, large_graph_threshold?: number}} [options]
  */
 export function toDot(index, graph, options = {}) {
+  return runSteps(toDotSteps(index, graph, options));
+}
+
+/**
+ * `toDot` as a step generator (yields every STEP nodes or edges): the DOT text of everything
+ * expanded (thousands of nodes) took ~80 ms in one task.
+ * @param {Index} index
+ * @param {VisibleGraph} graph
+ * @param {{rankdir?: string, large_graph_threshold?: number}} [options]
+ * @returns {Generator<undefined, {dot: string, large: boolean}>}
+ */
+export function* toDotSteps(index, graph, options = {}) {
   const large = graph.nodeCount > (options.large_graph_threshold ?? 150);
   const out = ["digraph G {"];
   const graphAttrs = { rankdir: options.rankdir || "TB", fontname: "Helvetica", fontsize: "11",
@@ -494,7 +506,9 @@ export function toDot(index, graph, options = {}) {
     if (!body.has(key)) body.set(key, []);
     body.get(key)?.push(line);
   };
+  let tick = 0;
   for (const item of graph.items) {
+    if (++tick % STEP === 0) yield;
     if (item.node) {
       push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(nodeAttrs(index, item.node))}];`);
     } else if (item.cluster) {
@@ -504,10 +518,19 @@ export function toDot(index, graph, options = {}) {
       push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(attrs)}];`);
     }
   }
+  /** @type {Map<string|null, any[]>} visible clusters under each cluster (null = root), in index order */
+  const children = new Map();
+  for (const c of index.clusters.values()) {
+    const dotId = graph.clusterToDot.get(c.id);
+    if (!dotId || !dotId.startsWith("s")) continue;
+    const parent = c.parent || null;
+    if (!children.has(parent)) children.set(parent, []);
+    children.get(parent)?.push(c);
+  }
+  yield;
   const emitCluster = (/** @type {string|null} */ clusterId, /** @type {string} */ indent) => {
     const lines = [];
-    for (const c of index.clusters.values()) {
-      if ((c.parent || null) !== clusterId) continue;
+    for (const c of children.get(clusterId) || []) {
       const dotId = graph.clusterToDot.get(c.id);
       if (!dotId || !dotId.startsWith("s")) continue;
       const attrs = c.kind === "group"
@@ -526,6 +549,7 @@ export function toDot(index, graph, options = {}) {
   out.push(...emitCluster(null, ""));
   const a = index.annotations;
   for (const e of graph.edges) {
+    if (++tick % STEP === 0) yield;
     const attrs = {};
     if (e.vmIds.some((id) => a.sliceEdges.has(id))) Object.assign(attrs, { color: COLORS.slice, penwidth: "2" });
     else if (e.vmIds.some((id) => a.transitionEdges.has(id))) Object.assign(attrs, { color: COLORS.transition, penwidth: "1.6" });

@@ -9,13 +9,14 @@
  */
 import css from "./style.css";
 import { h, fill } from "./dom.js";
-import { indexSteps, visibleGraphSteps, runSliced, toDot, layoutKey, expandedToShow, tooltipFor } from "./graph.js";
+import { indexSteps, visibleGraphSteps, runSliced, toDotSteps, layoutKey, expandedToShow, tooltipFor } from "./graph.js";
 import { highlightSets, highlightDotIds } from "./highlight.js";
 import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
 import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
 import { legendPanel, weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel } from "./panels.js";
 import { decodeFloat32 } from "./live.js";
+import { warmFonts } from "./fonts.js";
 import { LivePanels } from "./live/index.js";
 
 /** @typedef {import("./types.js").Selection} Selection */
@@ -65,11 +66,13 @@ export class ExplorerApp {
   /**
    * Start-up after the frame is in the page, one short task per step (render() itself only
    * builds the empty frame): the layout worker (a blob of the wasm bundle) and its wasm
-   * loading, the live region, then the view model (index built in slices).
+   * loading, font warm-up (./fonts.js: one face a frame, in the background), the live region,
+   * then the view model (index built in slices).
    */
   async start() {
     const steps = [
       () => this.layout.warm(),
+      () => { warmFonts(this.root, () => !this.disposed); },
       () => { this.live.setPanels(this.model.get("live_panels") || []); this.showPythonError(); },
       () => this.rebuild(),
     ];
@@ -185,8 +188,14 @@ export class ExplorerApp {
       this.index = index || null;
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
       if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
+      // each step in its own task: together (last index slice, legend, first graph slice,
+      // inspector) they made one task of 20-30 ms
+      await yieldToEventLoop();
+      if (!isCurrent()) return;
       if (this.revealSelection()) this.centrePending = true;
       const layout = this.relayout();
+      await yieldToEventLoop();
+      if (!isCurrent()) return layout;
       await this.renderPanels();
       return layout;
     });
@@ -208,7 +217,10 @@ export class ExplorerApp {
     if (!graph || generation !== this.generation || index !== this.index) return;
     const key = layoutKey(graph.expanded, options);
     const cached = this.layout.cache.has(key);
-    const { dot } = toDot(this.index, graph, options);
+    const dotText = await runSliced(toDotSteps(index, graph, options), yieldToEventLoop,
+      { isCurrent: () => generation === this.generation });
+    if (!dotText || generation !== this.generation || index !== this.index) return;
+    const { dot } = dotText;
     const dotDone = performance.now();
     this.statusEl.textContent = `laying out ${graph.nodeCount} nodes…`;
     this.loadingEl.hidden = false;

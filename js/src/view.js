@@ -34,7 +34,7 @@ export function afterFrame() {
 }
 
 /** Work longer than this without a rendered frame waits for one (see yieldToEventLoop). */
-export const FRAME_GAP_MS = 24;
+export const FRAME_GAP_MS = 16;
 const frames = { last: -1, watching: false, stalled: false };
 
 /** Note the time of the next animation frame (one request at a time). */
@@ -196,7 +196,8 @@ export class GraphView {
    */
   async build(layout, tooltip, control = {}) {
     const isCurrent = control.isCurrent || (() => true);
-    const budget = control.budgetMs ?? 8;
+    // a slice's style, layout and paint in the next frame cost about as much again
+    const budget = control.budgetMs ?? 6;
     const svg = /** @type {SVGSVGElement} */ (document.createElementNS(SVG_NS, "svg"));
     svg.setAttribute("class", "etp-graph etp-building");
     // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
@@ -212,16 +213,22 @@ export class GraphView {
     const elements = new Map();
     /** @type {Map<string, import("./xdot.js").Item>} */
     const drawn = new Map();
+    // each slice in its own <g>: the next frame lays out that group and the root's bounds
+    // over one group per slice, not over every element built so far
+    const newPart = () => root.appendChild(document.createElementNS(SVG_NS, "g"));
+    let part = newPart();
     let sliceStart = performance.now();
     for (const chunk of layout.chunks) {
       const items = JSON.parse(chunk);
       for (const item of items) {
-        root.append(buildItem(item, tooltip));
-        elements.set(item.id, /** @type {Element} */ (root.lastChild));
+        const g = buildItem(item, tooltip);
+        part.append(g);
+        elements.set(item.id, g);
         drawn.set(item.id, item);
         if (performance.now() - sliceStart > budget) {
           await afterFrame();
           if (!isCurrent()) { svg.remove(); return false; }
+          part = newPart();
           sliceStart = performance.now();
         }
       }
