@@ -38,6 +38,15 @@ class FrameData:
             jax.tree.map(lambda a: a[start:stop], self.ys),
         )
 
+    def split(self, n: int) -> tuple[FrameData, FrameData | None]:
+        """The first ``n`` steps and the rest (None when nothing is left); the user error
+        (which happened after the last gathered step) goes with the rest."""
+        if n >= self.num_steps:
+            return self, None
+        head = FrameData(*self.slice(0, n), n, None)
+        tail = FrameData(*self.slice(n, self.num_steps), self.num_steps - n, self.error)
+        return head, tail
+
     def pair(self, index: int) -> tuple[Any, Any]:
         """One step's ``(x_t, y_t)`` (for the fidelity meter's window)."""
         return jax.tree.map(lambda a: a[index], self.xs), jax.tree.map(lambda a: a[index], self.ys)

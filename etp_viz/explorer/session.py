@@ -51,7 +51,7 @@ import brainstate
 import jax
 import numpy as np
 
-from ._frame_data import gather_frame
+from ._frame_data import FrameData, gather_frame
 from ._frame_step import build_frame, restore_states, snapshot_states
 from ._probe import Probe
 from ._sources import (
@@ -182,6 +182,8 @@ class Session:
         #: chunks dispatched since the last sync and the states before them (for a replay)
         self._segment: list[tuple[Any, Any, int]] = []
         self._snapshot: tuple | None = None
+        #: ``(first step, FrameData)`` gathered ahead while the device ran the previous frame
+        self._prefetched: tuple[int, FrameData] | None = None
         self._chunk_start = 0
         self._history = History(meta=self._meta())
         self._unflushed: list = []
@@ -286,6 +288,7 @@ class Session:
         """Replace the data source (the step counter goes on) and clear the error."""
         with self._lock:
             self.data = DataSource(data)
+            self._prefetched = None
             self.error = None
 
     # -- the jitted frame ------------------------------------------------------------------
@@ -351,26 +354,36 @@ class Session:
             }
             self._pause_requested.set()
 
-    def _frame(self, n_steps: int) -> int:
+    def _frame_data(self, start: int, n_steps: int) -> FrameData:
+        """The data of steps ``start..``: what was prefetched for ``start`` (up to ``n_steps``;
+        the rest stays prefetched), else gathered now."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is None or prefetched[0] != start:
+            return gather_frame(self.data, start, n_steps)
+        data, rest = prefetched[1].split(n_steps)
+        if rest is not None:
+            self._prefetched = (start + data.num_steps, rest)
+        return data
+
+    def _frame(self, n_steps: int, next_steps: int = 0) -> int:
         """Up to ``n_steps`` steps in one jitted call (split only at fidelity checkpoints),
         then one host sync; returns the steps done. The frame's data is gathered first: a
-        failing data call still lets the steps before it run, then is raised."""
+        failing data call still lets the steps before it run, then is raised.
+
+        ``next_steps``: the data of the next frame (that many steps) is gathered while the
+        device runs this one (JAX dispatch is asynchronous), so host-side data work (a task's
+        episodes, a user function) overlaps the computation instead of adding to it.
+        """
         start = self.step_count
-        data = gather_frame(self.data, start, n_steps)
+        data = self._frame_data(start, n_steps)
         try:
             position = 0
             while position < data.num_steps and not self.halted:
                 stop = data.num_steps
                 if self._fidelity is not None:
                     stop = self._fidelity.next_stop(start, position, data)
-                xs, ys = (
-                    data.slice(position, stop)
-                    if position or stop < data.num_steps
-                    else (
-                        data.xs,
-                        data.ys,
-                    )
-                )
+                whole = position == 0 and stop == data.num_steps
+                xs, ys = (data.xs, data.ys) if whole else data.slice(position, stop)
                 self._run_chunk(xs, ys, stop - position, start + position)
                 position = stop
                 if self._fidelity is not None and self._fidelity.due(start + position):
@@ -379,6 +392,10 @@ class Session:
                         self._fidelity.measure(start + position)
             if data.error is not None:
                 raise data.error
+            ahead = next_steps > 0 and self._prefetched is None
+            if ahead and not self.halted and not self._pause_requested.is_set():
+                following = start + data.num_steps
+                self._prefetched = (following, gather_frame(self.data, following, next_steps))
         except UserCodeError as error:
             self.error = str(error)
             self._pause_requested.set()
@@ -402,7 +419,8 @@ class Session:
             remaining = int(n)
             try:
                 while remaining > 0 and not self._pause_requested.is_set():
-                    done = self._frame(min(remaining, self.recorder.capacity))
+                    size = min(remaining, self.recorder.capacity)
+                    done = self._frame(size, min(remaining - size, self.recorder.capacity))
                     remaining -= done
                     if done == 0:
                         break
@@ -437,11 +455,12 @@ class Session:
         with self._lock:
             try:
                 while (n_steps is None or done < n_steps) and not self._pause_requested.is_set():
-                    todo = self.steps_per_frame
+                    todo = following = self.steps_per_frame
                     if n_steps is not None:
                         todo = min(todo, n_steps - done)
+                        following = min(following, n_steps - done - todo)
                     started = time.perf_counter()
-                    finished = self._frame(todo)
+                    finished = self._frame(todo, following)
                     self._adapt_frame_size(finished, time.perf_counter() - started)
                     done += finished
                     self._notify("frame")
@@ -490,6 +509,7 @@ class Session:
                 state.value = value
             self._reset_counters()
             self.data.restart()
+            self._prefetched = None
             self._unflushed = []
             self._history.clear()
             self.error = None

@@ -21,8 +21,12 @@ Initializer = Callable[[tuple[int, ...]], jax.Array] | jax.Array | np.ndarray | 
 
 
 def default_float_dtype() -> jnp.dtype:
-    """The floating dtype JAX uses right now (float64 under ``jax_enable_x64``)."""
-    return jnp.asarray(0.0).dtype
+    """The floating dtype JAX uses right now (float64 under ``jax_enable_x64``).
+
+    >>> default_float_dtype() in (jnp.float32, jnp.float64)
+    True
+    """
+    return jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
 
 
 def xavier_normal(shape: tuple[int, ...], gain: float = 1.0) -> jax.Array:

@@ -202,3 +202,63 @@ def test_a_suspect_frame_is_replayed_from_its_start_states():
             np.asarray(clean.params[name].value["weight"]),
             rtol=1e-6,
         )
+
+
+def test_data_gathered_ahead_is_used_once_in_order():
+    """The next frame's data is gathered while the device runs the current one: an iterable
+    is still consumed exactly once, in step order, across frames, pauses and `step`."""
+    pulled, while_a_frame_runs = [], []
+
+    def stream():
+        t = 0
+        while True:
+            pulled.append(t)
+            while_a_frame_runs.append(bool(session.recorder.pending))  # dispatched, not synced
+            yield sine_data(t)
+            t += 1
+
+    model = TinyRNN()
+    session = Session(
+        model,
+        np.zeros(2, np.float32),
+        algorithm=OneStepLearner(model),
+        data=stream(),
+        steps_per_frame=16,
+    )
+    session.run(40, background=False)  # frames of 16, 16, 8
+    session.step(5)
+    session.run(20, background=False)
+    assert session.history.num_steps == 65
+    assert pulled[:65] == list(range(65))
+    assert len(pulled) == len(set(pulled))  # nothing gathered twice
+    assert while_a_frame_runs[16:32] == [True] * 16  # frame 2's data: gathered during frame 1
+
+    reference_model = TinyRNN()
+    reference = Session(
+        reference_model,
+        np.zeros(2, np.float32),
+        algorithm=OneStepLearner(reference_model),
+        data=sine_data,
+        steps_per_frame=16,
+    )
+    reference.step(65)
+    np.testing.assert_allclose(session.history.loss, reference.history.loss, rtol=1e-6)
+
+
+def test_a_data_error_in_a_frame_gathered_ahead_still_runs_the_steps_before_it():
+    def data(t):
+        if t == 20:
+            raise ValueError("bad sample")
+        return sine_data(t)
+
+    model = TinyRNN()
+    session = Session(
+        model,
+        np.zeros(2, np.float32),
+        algorithm=OneStepLearner(model),
+        data=data,
+        steps_per_frame=16,
+    )
+    session.run(48, background=False)
+    assert session.step_count == 20 == session.history.num_steps
+    assert "step 20" in session.error and "ValueError" in session.error
