@@ -81,10 +81,17 @@ def build_frame(session: Any, careful: bool) -> Callable:
 
     loss_column = recorder.columns["loss"][0]
 
+    # the learn hook's per-step df / dh-dh summary is only read on measured steps: a plain
+    # step puts the previous record back, so XLA drops the summary from the plain steps
+    record = getattr(algorithm, "step_data_record", None) if probe.records_step_data else None
+
     def plain_step(opt_state: Any, inputs: tuple) -> tuple:
+        kept = record.value if record is not None else None
         loss, _, _, _, new, opt_state = train_step(opt_state, *inputs)
         for name, state in params.items():
             state.value = new[name]
+        if record is not None:
+            record.value = kept
         return opt_state, loss
 
     def block(opt_state: Any, xs: Any, ys: Any) -> tuple:

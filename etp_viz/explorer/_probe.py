@@ -84,6 +84,8 @@ class Probe:
             n: s for n, s in model_states.items() if isinstance(s, brainstate.HiddenState)
         }
         self._jacobian_spec = _record_jacobians(algorithm, self)
+        #: True when the algorithm's ``step_data_record`` state feeds the df / dh-dh columns
+        self.records_step_data = bool(self._jacobian_spec)
         if not self._jacobian_spec:
             self.unavailable.append(
                 "dh/dy and dh/dh heatmaps (the algorithm has no `record_step_data` hook: "
