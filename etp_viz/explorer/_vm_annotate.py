@@ -256,21 +256,17 @@ class Annotator:
         return infos
 
     def _touching_outputs(self, nodes: tuple[str, ...]) -> list[str]:
-        """``out:`` nodes ``o`` such that some edge has both ends in ``nodes + (o,)``.
-
-        Kept exactly as the original per-output ``edges_among`` test, but asked once: when
-        ``nodes`` already has an internal edge every output qualifies; otherwise only the
-        outputs with an edge to ``nodes`` (or to themselves).
-        """
+        """The ``out:`` nodes joined by an edge to one of ``nodes`` (the outputs a readout
+        path reaches), in node order."""
         outputs = self.output_nodes()
-        if not outputs or self.edges_among(nodes):
-            return list(outputs)
+        if not outputs:
+            return []
         index, pool = self._indexes(), set(nodes)
         touching = []
         for out_id in outputs:
             ends = index.incident.get(out_id, ())
             self.visits += len(ends)
-            if any(other in pool or other == out_id for other in ends):
+            if any(other in pool for other in ends):
                 touching.append(out_id)
         return touching
 

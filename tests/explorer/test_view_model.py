@@ -245,3 +245,34 @@ def test_annotation_pass_is_linear_in_the_graph(monkeypatch):
     assert large_relations >= 1.7 * small_relations  # the model really doubled
     assert large <= 6 * large_size, (large, large_size)  # a few visits per node/edge
     assert large / small <= 1.25 * large_size / small_size, (small, large)
+
+
+def test_a_readout_path_reaches_only_its_own_outputs():
+    """A two-equation readout (etp_mv, tanh) and a second model output that is the hidden
+    state itself: the readout's highlight ends at its own output, not at every output."""
+    import brainstate
+
+    from etp_viz import nn
+    from etp_viz.compiler import compile_etrace_graph
+
+    class TwoOutputs(brainstate.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.ValinaRNNCell(3, 4)
+            self.out = nn.Linear(4, 2)
+
+        def update(self, x):
+            h = self.rnn(x)
+            return jnp.tanh(self.out(h)), h
+
+    model = TwoOutputs()
+    brainstate.nn.init_all_states(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vm = build_view_model(compile_etrace_graph(model, jnp.ones(3)))
+    (readout,) = vm.readouts
+    outputs = [n for n in readout.path_nodes if n.startswith("out:")]
+    assert outputs == ["out:0"]
+    assert any(not n.startswith("out:") for n in readout.path_nodes)
+    edges = {(e.source, e.target) for e in vm.edges if e.id in set(readout.path_edges)}
+    assert any(target == "out:0" for _, target in edges)
