@@ -161,17 +161,19 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--note", default="", help="machine load etc., stored in the JSON")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "explorer_render.json"))
+    parser.add_argument("--bundle", default=str(BUNDLE), help="widget.js to load (A/B runs)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     chromium = shutil.which("chromium")
-    if chromium is None or not BUNDLE.is_file():
+    bundle = Path(args.bundle)
+    if chromium is None or not bundle.is_file():
         sys.exit("needs Debian chromium and the built bundle (run scripts/setup.sh)")
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp)
         (site / "bench.html").write_text(PAGE)
-        shutil.copy(BUNDLE, site / "widget.js")
+        shutil.copy(bundle, site / "widget.js")
         from tests.explorer.browser.real_view_models import real_view_model
 
         vm = real_view_model("stacked_2000")

@@ -185,12 +185,15 @@ export class ExplorerApp {
       this.index = null;
       const index = vm ? await runSliced(indexSteps(vm), yieldToEventLoop, { isCurrent }) : null;
       if (!isCurrent()) return;
+      // the legend in a task and a frame of its own (not after the last index slice)
+      await yieldToEventLoop();
+      if (!isCurrent()) return;
       this.index = index || null;
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
       if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
-      // each step in its own task: together (last index slice, legend, first graph slice,
-      // inspector) they made one task of 20-30 ms
-      await yieldToEventLoop();
+      // each step in its own task and frame: together (last index slice, legend, first graph
+      // slice, inspector) they made one task of 20-30 ms, and their layouts one frame
+      await afterFrame();
       if (!isCurrent()) return;
       if (this.revealSelection()) this.centrePending = true;
       const layout = this.relayout();
@@ -310,7 +313,8 @@ export class ExplorerApp {
     /** @type {Record<string, VirtualList<any>>} */
     this.lists = {};
     for (const [name, items, row, keyOf, empty] of specs) {
-      await yieldToEventLoop();
+      // each list laid out in a frame of its own (with scheduler.yield they shared one)
+      await afterFrame();
       if (generation !== this.panelsGeneration || index !== this.index) return;
       const list = new VirtualList(items, (/** @type {any} */ item, /** @type {boolean} */ active) => row(item, active, select),
         keyOf, { empty });

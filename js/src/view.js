@@ -198,6 +198,10 @@ export class GraphView {
     const isCurrent = control.isCurrent || (() => true);
     // a slice's style, layout and paint in the next frame cost about as much again
     const budget = control.budgetMs ?? 6;
+    // start after a frame: called from the worker's reply, the first slice (and its layout)
+    // would otherwise share that task and frame with whatever else ran there
+    await afterFrame();
+    if (!isCurrent()) return false;
     const svg = /** @type {SVGSVGElement} */ (document.createElementNS(SVG_NS, "svg"));
     svg.setAttribute("class", "etp-graph etp-building");
     // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
