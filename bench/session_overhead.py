@@ -1,7 +1,8 @@
 """Cost of a UI-attached session step vs the bare algorithm step (target: <= 10 % more).
 
 bare (dispatch): a jitted step doing ``alg(x)`` under ``brainstate.transform.grad`` + the optax
-         SGD update (a user's plain training loop), one dispatch per step, no recording.
+         SGD update (a user's plain training loop), one dispatch per step, no recording; on a
+         second copy of the model with its own algorithm (no recording hook).
 bare (scan): the same step body scanned over a frame of ``steps_per_frame`` stacked steps in one
          jitted call (the bare algorithm's own best way); no recording.
 session: ``Session.run(background=False)``: per frame, data gathered on the host, one jitted
@@ -40,11 +41,22 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from etp_viz.explorer._sources import build_algorithm
 from etp_viz.explorer.session import Session
 
 
-def bare_stepper(session: Session):
-    alg, params, loss_fn = session.algorithm, session.params, session.loss_fn
+def bare_algorithm(args, session: Session):
+    """A second copy of the model with its own algorithm, compiled like the session's but
+    without the session's per-step recording hook (what a user's own loop would run)."""
+    model, x0, _, _ = build(args.model, args.hidden, 1)
+    alg = build_algorithm(model, args.algorithm, session.options["decay"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the readout's non-temporal-parameter notice
+        alg.compile_graph(x0)
+    return alg, dict(alg.param_states), session.loss_fn
+
+
+def bare_stepper(alg, params, loss_fn):
     optimizer = optax.sgd(1e-2)
 
     def loss_of(x, y):
@@ -63,8 +75,7 @@ def bare_stepper(session: Session):
     return step, opt_state
 
 
-def bare_scanned(session: Session, steps_per_frame: int):
-    alg, params, loss_fn = session.algorithm, session.params, session.loss_fn
+def bare_scanned(alg, params, loss_fn):
     optimizer = optax.sgd(1e-2)
 
     def loss_of(x, y):
@@ -97,7 +108,7 @@ def build(name: str, hidden: int, steps: int):
         task = tasks.SineRegression()  # unbatched
         model = task.suggested_model(hidden, spiking=False)
         pairs = [tuple(np.asarray(a) for a in task.step_data(t)) for t in range(steps)]
-        return model, task.example_input(), {"task": task}, pairs
+        return model, task.example_input(), {"loss": task.loss}, pairs
     if name == "rnn256":
         model = tasks.RecurrentNet(nn.ValinaRNNCell(32, 256), nn.Linear(256, 4))
         brainstate.nn.init_all_states(model, batch_size=16)
@@ -110,7 +121,7 @@ def build(name: str, hidden: int, steps: int):
     task = tasks.SineRegression(batch_size=16)
     model = task.suggested_model(128, spiking=True)
     pairs = [tuple(np.asarray(a) for a in task.step_data(t)) for t in range(steps)]
-    return model, task.example_input(), {"task": task}, pairs
+    return model, task.example_input(), {"loss": task.loss}, pairs
 
 
 def time_block(fn, repeats):
@@ -147,7 +158,7 @@ def main() -> None:
             model,
             x0,
             algorithm=args.algorithm,
-            **({} if "task" in options else {"data": lambda t: pairs[t % len(pairs)]}),
+            data=lambda t: pairs[t % len(pairs)],  # the same host pairs as the bare loops
             steps_per_frame=spf_option,
             capacity=1024,
             **options,
@@ -157,14 +168,16 @@ def main() -> None:
     session.run(args.steps, background=False)
     spf = session.steps_per_frame
     device_pairs = [tuple(map(jnp.asarray, p)) for p in pairs]
-    step, opt_state = bare_stepper(session)
-    frame, scan_opt_state = bare_scanned(session, spf)
+    parts = bare_algorithm(args, session)
+    bare_params = parts[1]
+    step, opt_state = bare_stepper(*parts)
+    frame, scan_opt_state = bare_scanned(*parts)
 
     def run_bare():
         nonlocal opt_state
         for x, y in device_pairs:
             opt_state = step(opt_state, x, y)
-        jax.block_until_ready([s.value for s in session.params.values()])
+        jax.block_until_ready([s.value for s in bare_params.values()])
 
     def run_bare_scan():
         nonlocal scan_opt_state
@@ -173,7 +186,7 @@ def main() -> None:
             xs = np.stack([p[0] for p in chunk])
             ys = np.stack([p[1] for p in chunk])
             scan_opt_state = frame(scan_opt_state, xs, ys)
-        jax.block_until_ready([s.value for s in session.params.values()])
+        jax.block_until_ready([s.value for s in bare_params.values()])
 
     def run_session():
         session.run(args.steps, background=False)

@@ -167,13 +167,15 @@ def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
         np.testing.assert_allclose(weights[0][name], weights[1][name], rtol=1e-5, atol=1e-7)
 
 
-def test_a_suspect_frame_is_replayed_from_its_start_states():
-    """A NaN half-way through a fast frame: the replay restores the frame's start states (the
-    steps before the failure are recorded once, with the values a clean run gives)."""
+@pytest.mark.parametrize("bad_step", [5, 21])
+def test_a_suspect_frame_is_replayed_from_its_start_states(bad_step):
+    """A NaN half-way through a fast frame (the first of two in flight, or the second): the
+    replay restores the frame's start states, the frame after it is dropped, and the steps
+    before the failure are recorded once, with the values a clean run gives."""
 
     def data(t):
         x, y = sine_data(t)
-        return (x * np.nan if t == 21 else x), y
+        return (x * np.nan if t == bad_step else x), y
 
     model = TinyRNN()
     session = Session(
@@ -191,9 +193,9 @@ def test_a_suspect_frame_is_replayed_from_its_start_states():
         data=sine_data,
         steps_per_frame=16,
     )
-    session.run(32, background=False)
-    clean.run(21, background=False)
-    assert session.history.failure["step"] == 21 and session.step_count == 21
+    session.run(48, background=False)
+    clean.run(bad_step, background=False)
+    assert session.history.failure["step"] == bad_step and session.step_count == bad_step
     assert session._jit_careful is not None
     np.testing.assert_allclose(session.history.loss, clean.history.loss, rtol=1e-6)
     for name, state in session.params.items():
@@ -207,13 +209,14 @@ def test_a_suspect_frame_is_replayed_from_its_start_states():
 def test_data_gathered_ahead_is_used_once_in_order():
     """The next frame's data is gathered while the device runs the current one: an iterable
     is still consumed exactly once, in step order, across frames, pauses and `step`."""
-    pulled, while_a_frame_runs = [], []
+    pulled, while_a_frame_runs, in_flight = [], [], []
 
     def stream():
         t = 0
         while True:
             pulled.append(t)
-            while_a_frame_runs.append(bool(session.recorder.pending))  # dispatched, not synced
+            while_a_frame_runs.append(bool(session._flights))  # dispatched, not landed
+            in_flight.append(len(session._flights))
             yield sine_data(t)
             t += 1
 
@@ -232,6 +235,7 @@ def test_data_gathered_ahead_is_used_once_in_order():
     assert pulled[:65] == list(range(65))
     assert len(pulled) == len(set(pulled))  # nothing gathered twice
     assert while_a_frame_runs[16:32] == [True] * 16  # frame 2's data: gathered during frame 1
+    assert max(in_flight) == 2  # frame k+1 is dispatched before frame k is landed
 
     reference_model = TinyRNN()
     reference = Session(
