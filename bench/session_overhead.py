@@ -4,7 +4,8 @@ bare (dispatch): a jitted step doing ``alg(x)`` under ``brainstate.transform.gra
          SGD update (a user's plain training loop), one dispatch per step, no recording; on a
          second copy of the model with its own algorithm (no recording hook).
 bare (scan): the same step body scanned over a frame of ``steps_per_frame`` stacked steps in one
-         jitted call (the bare algorithm's own best way); no recording.
+         jitted call (the bare algorithm's own best way); no recording. Its frames come from
+         the same data function as the session's (called per step on the host, stacked).
 session: ``Session.run(background=False)``: per frame, data gathered on the host, one jitted
          scan with the recorder (loss, trace norms, df/dh-dh slices, gradient and update norms
          into on-device ring buffers), one host transfer of the frame's rows.
@@ -149,6 +150,10 @@ def main() -> None:
     args = parser.parse_args()
     brainstate.random.seed(0)
     model, x0, options, pairs = build(args.model, args.hidden, args.steps)
+
+    def data(t):  # a user's data function over prepared host pairs
+        return pairs[t % len(pairs)]
+
     spf_option = (
         args.steps_per_frame if args.steps_per_frame == "auto" else int(args.steps_per_frame)
     )
@@ -158,7 +163,7 @@ def main() -> None:
             model,
             x0,
             algorithm=args.algorithm,
-            data=lambda t: pairs[t % len(pairs)],  # the same host pairs as the bare loops
+            data=data,  # the same data function as the bare scan
             steps_per_frame=spf_option,
             capacity=1024,
             **options,
@@ -181,8 +186,9 @@ def main() -> None:
 
     def run_bare_scan():
         nonlocal scan_opt_state
-        for start in range(0, args.steps, spf):  # the host stacks each frame, as the session does
-            chunk = pairs[start : start + spf]
+        for start in range(0, args.steps, spf):
+            # the host calls the data function per step and stacks each frame, as the session
+            chunk = [data(t) for t in range(start, min(start + spf, args.steps))]
             xs = np.stack([p[0] for p in chunk])
             ys = np.stack([p[1] for p in chunk])
             scan_opt_state = frame(scan_opt_state, xs, ys)

@@ -52,11 +52,20 @@ class FrameData:
         return jax.tree.map(lambda a: a[index], self.xs), jax.tree.map(lambda a: a[index], self.ys)
 
 
+def _stack_arrays(arrays: list[np.ndarray]) -> np.ndarray:
+    """``np.stack`` of numpy arrays; equal shapes and dtypes (the usual stream) go through one
+    ``concatenate`` (a few times faster than ``np.stack``'s per-array checks)."""
+    first = arrays[0]
+    if first.ndim and all(a.shape == first.shape and a.dtype == first.dtype for a in arrays):
+        return np.concatenate(arrays).reshape(len(arrays), *first.shape)
+    return np.stack(arrays)
+
+
 def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     """Stack ``[(x_t, y_t)]`` on a new leading axis (numpy unless a leaf is a jax array)."""
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
     if all(type(a) is np.ndarray for a in xs) and all(type(a) is np.ndarray for a in ys):
-        return np.stack(xs), np.stack(ys)  # the common case: no pytree walk per step
+        return _stack_arrays(xs), _stack_arrays(ys)  # the common case: no pytree walk per step
 
     def stack(*leaves: Any) -> Any:
         if any(isinstance(leaf, jax.Array) for leaf in leaves):
@@ -105,14 +114,7 @@ def gather_frame(source: DataSource, start: int, n: int) -> FrameData:
             return FrameData(None, None, 0, UserCodeError("data", start, error))
         if fast is not None:
             return FrameData(fast[0], fast[1], n, None)
-    pairs: list[tuple[Any, Any]] = []
-    error = None
-    for t in range(start, start + n):
-        try:
-            pairs.append(source(t))
-        except UserCodeError as failure:
-            error = failure
-            break
+    pairs, error = source.many(start, n)
     if not pairs:
         return FrameData(None, None, 0, error)
     xs, ys = stack_pairs(pairs)

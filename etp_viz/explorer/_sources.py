@@ -50,6 +50,13 @@ class UserCodeError(RuntimeError):
         )
 
 
+def _is_pair(value: Any) -> bool:
+    try:
+        return len(value) == 2
+    except TypeError:
+        return False
+
+
 class DataSource:
     """Gives ``(x_t, y_t)`` for step ``t`` from a task, a function of the step, or an iterable.
 
@@ -104,6 +111,32 @@ class DataSource:
         except Exception as error:  # noqa: BLE001 - any user failure is reported, not fatal
             raise UserCodeError("data", step, error) from error
         return x_t, y_t
+
+    def many(self, start: int, n: int) -> tuple[list[tuple[Any, Any]], UserCodeError | None]:
+        """The pairs of steps ``start..start+n-1`` and the error that stopped them early (None
+        when all ``n`` came). A plain function is called in one tight loop (no per-step
+        wrapper): the per-step host cost is the user's function itself."""
+        pairs: list[tuple[Any, Any]] = []
+        if self.kind != "function":
+            for t in range(start, start + n):
+                try:
+                    pairs.append(self(t))
+                except UserCodeError as failure:
+                    return pairs, failure
+            return pairs, None
+        fn, t = self.data, start
+        try:
+            for t in range(start, start + n):  # noqa: B007 - `t` names the failing step
+                pairs.append(fn(t))
+        except Exception as error:  # noqa: BLE001 - any user failure is reported, not fatal
+            return pairs, UserCodeError("data", t, error)
+        bad = next((k for k, pair in enumerate(pairs) if not _is_pair(pair)), None)
+        if bad is not None:
+            try:
+                self(start + bad)  # raises the error a single call gives
+            except UserCodeError as failure:
+                return pairs[:bad], failure
+        return pairs, None
 
     def _from_iterable(self, step: int) -> Any:
         if self._iterator is None:

@@ -266,3 +266,29 @@ def test_a_data_error_in_a_frame_gathered_ahead_still_runs_the_steps_before_it()
     session.run(48, background=False)
     assert session.step_count == 20 == session.history.num_steps
     assert "step 20" in session.error and "ValueError" in session.error
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [lambda t: 3.0, lambda t: (np.ones(2),), lambda t: 1 / 0],
+    ids=["scalar", "1-tuple", "raises"],
+)
+def test_a_bad_data_step_is_named_and_the_steps_before_it_are_kept(bad):
+    def data(t):
+        return bad(t) if t == 6 else sine_data(t)
+
+    frame = gather_frame(DataSource(data), 2, 10)
+    assert frame.num_steps == 4 and frame.xs.shape == (4, 2) and frame.ys.shape == (4, 1)
+    assert "at step 6" in str(frame.error)
+    np.testing.assert_array_equal(frame.xs[1], sine_data(3)[0])
+
+
+def test_frames_of_unequal_or_zero_dim_arrays_stack_like_numpy():
+    from etp_viz.explorer._frame_data import stack_pairs
+
+    xs, ys = stack_pairs(
+        [(np.float32(t) * np.ones(()), np.full(2, t, np.float64)) for t in range(3)]
+    )
+    assert xs.shape == (3,) and ys.shape == (3, 2) and ys.dtype == np.float64
+    with pytest.raises(ValueError):
+        stack_pairs([(np.ones(2), np.ones(1)), (np.ones(3), np.ones(1))])
