@@ -292,3 +292,23 @@ def test_frames_of_unequal_or_zero_dim_arrays_stack_like_numpy():
     assert xs.shape == (3,) and ys.shape == (3, 2) and ys.dtype == np.float64
     with pytest.raises(ValueError):
         stack_pairs([(np.ones(2), np.ones(1)), (np.ones(3), np.ones(1))])
+
+
+def test_frames_after_the_first_do_not_compile(caplog):
+    """Fast frames of a size seen before, and the data of the next frame, compile nothing
+    (two frames in flight included)."""
+    import logging
+
+    import jax
+
+    brainstate.random.seed(0)
+    model, x0, data = etp_sine(num_hidden=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(model, x0, data=data, steps_per_frame=32)
+    session.run(64, background=False)  # compiles the 32-step frame
+    with jax.log_compiles(), caplog.at_level(logging.DEBUG):
+        caplog.clear()
+        session.run(32 * 5, background=False)
+    compiles = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
+    assert compiles == [] and session.history.num_steps == 64 + 32 * 5
