@@ -2,18 +2,21 @@
 
 Two compiled forms of the same frame, chosen by the session:
 
-- **fast** (every frame): the scan body is the bare training step plus ONE ``lax.cond`` that
-  fills the heavy columns of the row on measured steps (and NaN elsewhere). Nothing is checked
-  per step; once, after the scan, every recorded value that was measured, every parameter and
-  every hidden state is tested for NaN/inf, and the frame reports ``suspect`` when one is not
-  finite. The body costs what the bare algorithm step costs plus that cond.
+- **fast** (every frame): a scan over blocks of ``record_every`` steps, each block a scan of
+  ``record_every - 1`` plain training steps (their rows hold only the loss; the learn hook's
+  df / dh-dh record is put back, so XLA drops that summary from them) and one measured step
+  (every metric). Nothing is checked per step; once, after the scan, every recorded value that
+  was measured, every parameter and every hidden state is tested for NaN/inf, and the frame
+  reports ``suspect`` when one is not finite. A plain step costs what the bare algorithm step
+  costs.
 - **careful** (only to replay a suspect frame): every step checks its loss, the parameters
   after the update and the hidden states, and a failing step halts the ring, keeps the last
   finite weights and is measured in full. The session replays a suspect frame this way from
   the states it had before the frame, so a failure is still reported at its exact step.
 
-Both return ``(ring, opt_state, packed)``; ``packed`` is :meth:`Recorder.pack`'s single host
-transfer of the frame (the fast frame adds its ``suspect`` flag to the status vector).
+Both measure the same steps (:func:`frame_schedule`) and return ``(ring, opt_state,
+packed)``; ``packed`` is :meth:`Recorder.pack`'s single host transfer of the frame (the fast
+frame adds its ``suspect`` flag to the status vector).
 """
 
 from __future__ import annotations

@@ -420,8 +420,12 @@ class Session:
         return self.step_count - before
 
     def _land_all(self) -> None:
-        while self._flights:
-            self._land()
+        try:
+            while self._flights:
+                self._land()
+        except BaseException:
+            self._flights.clear()  # a failed transfer: nothing of those frames is kept
+            raise
 
     def _run_frames(self, n_steps: int | None, frame_size: Callable[[], int]) -> None:
         """Run ``n_steps`` steps (None: until paused) in frames of ``frame_size()`` steps.
