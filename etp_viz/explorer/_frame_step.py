@@ -31,7 +31,7 @@ import numpy as np
 
 from ._sources import UserCodeError
 
-__all__ = ["build_frame", "frame_schedule", "restore_states", "snapshot_states"]
+__all__ = ["Flight", "build_frame", "frame_schedule", "restore_states", "snapshot_states"]
 
 
 def _tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
@@ -191,3 +191,15 @@ def restore_states(saved: list[tuple[Any, Any]]) -> None:
     """Put back what :func:`snapshot_states` saved."""
     for state, value in saved:
         state.value = value
+
+
+class Flight:
+    """A dispatched frame: its first step, the states it started from, its data, its chunks
+    ``(xs, ys, first step)`` and their packed device outputs (not transferred yet)."""
+
+    def __init__(self, start: int, snapshot: tuple, data: Any) -> None:
+        self.start = start
+        self.snapshot = snapshot
+        self.data = data
+        self.chunks: list[tuple[Any, Any, int]] = []
+        self.packs: list[Any] = []

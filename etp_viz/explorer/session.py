@@ -53,7 +53,7 @@ import jax
 import numpy as np
 
 from ._frame_data import FrameData, gather_frame
-from ._frame_step import build_frame, restore_states, snapshot_states
+from ._frame_step import Flight, build_frame, restore_states, snapshot_states
 from ._probe import Probe
 from ._sources import (
     DataSource,
@@ -64,19 +64,6 @@ from ._sources import (
 )
 from .history import History, load_history
 from .recorder import Recorder
-
-
-class _Flight:
-    """A dispatched frame: its first step, the states it started from, its data, its chunks
-    ``(xs, ys, first step)`` and their packed device outputs (not transferred yet)."""
-
-    def __init__(self, start: int, snapshot: tuple, data: FrameData) -> None:
-        self.start = start
-        self.snapshot = snapshot
-        self.data = data
-        self.chunks: list[tuple[Any, Any, int]] = []
-        self.packs: list[Any] = []
-
 
 __all__ = ["FRAME_SECONDS", "SESSION_OPTIONS", "Session", "UserCodeError", "load_history"]
 
@@ -197,7 +184,7 @@ class Session:
         self._jit_step: Callable | None = None
         self._jit_careful: Callable | None = None
         #: frames dispatched and not landed yet, oldest first
-        self._flights: deque[_Flight] = deque()
+        self._flights: deque[Flight] = deque()
         #: ``(first step, FrameData)`` gathered ahead while the device ran the previous frame
         self._prefetched: tuple[int, FrameData] | None = None
         self._chunk_start = 0
@@ -313,7 +300,7 @@ class Session:
         self._jit_step = None
         self._jit_careful = None
 
-    def _run_chunk(self, flight: _Flight, xs: Any, ys: Any, n: int, first_step: int) -> None:
+    def _run_chunk(self, flight: Flight, xs: Any, ys: Any, n: int, first_step: int) -> None:
         """Dispatch ``n`` stacked steps with the fast frame (see ``_frame_step``): one scan of
         ``steps_per_frame`` steps, else power-of-two scans (so only a few lengths are ever
         compiled). Nothing waits for the device here."""
@@ -366,7 +353,7 @@ class Session:
             whole = position == 0 and stop == data.num_steps
             xs, ys = (data.xs, data.ys) if whole else data.slice(position, stop)
             saved = (snapshot_states(self._all_states()), self.ring, self.opt_state)
-            flight = _Flight(start + position, saved, FrameData(xs, ys, stop - position, None))
+            flight = Flight(start + position, saved, FrameData(xs, ys, stop - position, None))
             self._flights.append(flight)
             self._run_chunk(flight, xs, ys, stop - position, start + position)
             position = stop
