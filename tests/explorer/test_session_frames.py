@@ -37,14 +37,7 @@ def test_step_count_stops_at_the_failing_step_inside_a_frame():
         x, y = sine_data(t)
         return (x * np.inf if t == 7 else x), y
 
-    model = TinyRNN()
-    session = Session(
-        model,
-        np.zeros(2, np.float32),
-        algorithm=OneStepLearner(model),
-        data=data,
-        steps_per_frame=20,
-    )
+    session = tiny(data=data, steps_per_frame=20)
     session.run(20, background=False)
     assert session.history.failure["step"] == 7
     assert session.step_count == 7 == session.history.num_steps
@@ -177,22 +170,8 @@ def test_a_suspect_frame_is_replayed_from_its_start_states(bad_step):
         x, y = sine_data(t)
         return (x * np.nan if t == bad_step else x), y
 
-    model = TinyRNN()
-    session = Session(
-        model,
-        np.zeros(2, np.float32),
-        algorithm=OneStepLearner(model),
-        data=data,
-        steps_per_frame=16,
-    )
-    clean_model = TinyRNN()
-    clean = Session(
-        clean_model,
-        np.zeros(2, np.float32),
-        algorithm=OneStepLearner(clean_model),
-        data=sine_data,
-        steps_per_frame=16,
-    )
+    session = tiny(data=data, steps_per_frame=16)
+    clean = tiny(data=sine_data, steps_per_frame=16)
     session.run(48, background=False)
     clean.run(bad_step, background=False)
     assert session.history.failure["step"] == bad_step and session.step_count == bad_step
@@ -220,14 +199,7 @@ def test_data_gathered_ahead_is_used_once_in_order():
             yield sine_data(t)
             t += 1
 
-    model = TinyRNN()
-    session = Session(
-        model,
-        np.zeros(2, np.float32),
-        algorithm=OneStepLearner(model),
-        data=stream(),
-        steps_per_frame=16,
-    )
+    session = tiny(data=stream(), steps_per_frame=16)
     session.run(40, background=False)  # frames of 16, 16, 8
     session.step(5)
     session.run(20, background=False)
@@ -237,14 +209,7 @@ def test_data_gathered_ahead_is_used_once_in_order():
     assert while_a_frame_runs[16:32] == [True] * 16  # frame 2's data: gathered during frame 1
     assert max(in_flight) == 2  # frame k+1 is dispatched before frame k is landed
 
-    reference_model = TinyRNN()
-    reference = Session(
-        reference_model,
-        np.zeros(2, np.float32),
-        algorithm=OneStepLearner(reference_model),
-        data=sine_data,
-        steps_per_frame=16,
-    )
+    reference = tiny(data=sine_data, steps_per_frame=16)
     reference.step(65)
     np.testing.assert_allclose(session.history.loss, reference.history.loss, rtol=1e-6)
 
@@ -255,14 +220,7 @@ def test_a_data_error_in_a_frame_gathered_ahead_still_runs_the_steps_before_it()
             raise ValueError("bad sample")
         return sine_data(t)
 
-    model = TinyRNN()
-    session = Session(
-        model,
-        np.zeros(2, np.float32),
-        algorithm=OneStepLearner(model),
-        data=data,
-        steps_per_frame=16,
-    )
+    session = tiny(data=data, steps_per_frame=16)
     session.run(48, background=False)
     assert session.step_count == 20 == session.history.num_steps
     assert "step 20" in session.error and "ValueError" in session.error
