@@ -15,8 +15,12 @@ Two compiled forms of the same frame, chosen by the session:
   the states it had before the frame, so a failure is still reported at its exact step.
 
 Both measure the same steps (:func:`frame_schedule`) and return ``(ring, opt_state,
-packed)``; ``packed`` is :meth:`Recorder.pack`'s single host transfer of the frame (the fast
-frame adds its ``suspect`` flag to the status vector).
+packed)``: ``ring`` is the recorder's bookkeeping only (write count, halt flag, failure record;
+the session's ring has no row buffer) and ``packed`` is the frame's single host transfer, its
+on-device record. The fast frame hands over :meth:`Recorder.pack_sparse` (the loss of every
+step, the rows of the measured steps and the ``suspect`` flag: nothing of size
+``steps x metrics`` is built on the device); the careful one :meth:`Recorder.pack` (a dense
+row per step, with the failure record).
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ import numpy as np
 
 from ._sources import UserCodeError
 
-__all__ = ["Flight", "build_frame", "frame_schedule", "restore_states", "snapshot_states"]
+__all__ = [
+    "Flight",
+    "build_frame",
+    "frame_schedule",
+    "replay_pieces",
+    "restore_states",
+    "snapshot_states",
+]
 
 
 def _tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
@@ -56,8 +67,8 @@ def _part(tree: Any, start: int, stop: int) -> Any:
 def build_frame(session: Any, careful: bool) -> Callable:
     """The session's jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)``.
 
-    The fast frame does not donate the ring (the session keeps the pre-frame ring to replay a
-    suspect frame); the careful one does.
+    Neither donates its arguments: the session keeps a frame's start states (references)
+    to replay it if it turns out suspect.
     """
     algorithm, params, probe = session.algorithm, session.params, session.probe
     optimizer, recorder, user_loss = session.optimizer, session.recorder, session.loss_fn
@@ -98,53 +109,60 @@ def build_frame(session: Any, careful: bool) -> Callable:
         return opt_state, loss
 
     def block(opt_state: Any, xs: Any, ys: Any) -> tuple:
-        """``length - 1`` plain steps (loss only), then one measured step: ``(length, width)``
-        rows, NaN where nothing was measured."""
+        """``length - 1`` plain steps (loss only), then one measured step (every metric):
+        the ``(length,)`` losses and the measured step's ``(width,)`` row."""
         length = jax.tree.leaves(xs)[0].shape[0]
-        rows = []
+        losses = []
         if length > 1:
             head = [jax.tree.map(lambda a: a[:-1], t) for t in (xs, ys)]
-            opt_state, losses = brainstate.transform.scan(plain_step, opt_state, tuple(head))
-            plain = jnp.full((length - 1, recorder.width), jnp.nan, recorder.dtype)
-            rows.append(plain.at[:, loss_column].set(losses.astype(recorder.dtype)))
+            opt_state, plain = brainstate.transform.scan(plain_step, opt_state, tuple(head))
+            losses.append(plain.astype(recorder.dtype))
         x_t, y_t = (jax.tree.map(lambda a: a[-1], t) for t in (xs, ys))
         loss, grads, updates, _, new, opt_state = train_step(opt_state, x_t, y_t)
         for name, state in params.items():
             state.value = new[name]
-        rows.append(probe.row(loss, grads, updates, True)[None].astype(recorder.dtype))
-        return opt_state, jnp.concatenate(rows) if len(rows) > 1 else rows[0]
+        row = probe.row(loss, grads, updates, True).astype(recorder.dtype)
+        losses.append(row[loss_column][None])
+        return opt_state, (jnp.concatenate(losses) if len(losses) > 1 else losses[0], row)
 
     def fast_frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
         status = recorder.status_of(ring)
         length = jax.tree.leaves(xs)[0].shape[0]
         full, rest = divmod(length, every)
-        parts = []
+        losses, measured = [], []
         if full > 1:  # a scan over blocks of `record_every` steps
             blocks = [
                 jax.tree.map(lambda a: a[: full * every].reshape(full, every, *a.shape[1:]), t)
                 for t in (xs, ys)
             ]
-            opt_state, rows = brainstate.transform.scan(
+            opt_state, (block_losses, rows) = brainstate.transform.scan(
                 lambda o, xy: block(o, *xy), opt_state, tuple(blocks)
             )
-            parts.append(rows.reshape(full * every, recorder.width))
+            losses.append(block_losses.reshape(full * every))
+            measured.append(rows)
         elif full == 1:
-            opt_state, rows = block(opt_state, *(_part(t, 0, every) for t in (xs, ys)))
-            parts.append(rows)
+            opt_state, (block_losses, row) = block(
+                opt_state, *(_part(t, 0, every) for t in (xs, ys))
+            )
+            losses.append(block_losses)
+            measured.append(row[None])
         if rest:
             start = full * every
-            opt_state, rows = block(opt_state, *(_part(t, start, length) for t in (xs, ys)))
-            parts.append(rows)
-        rows = jnp.concatenate(parts) if len(parts) > 1 else parts[0]
-        # the only checks of the fast frame: measured cells of every row, and the final state
-        valid = ~heavy_columns[None, :] | jnp.asarray(frame_schedule(length, every))[:, None]
-        rows_ok = jnp.all(jnp.isfinite(rows) | ~valid)
+            opt_state, (block_losses, row) = block(
+                opt_state, *(_part(t, start, length) for t in (xs, ys))
+            )
+            losses.append(block_losses)
+            measured.append(row[None])
+        losses = jnp.concatenate(losses) if len(losses) > 1 else losses[0]
+        measured = jnp.concatenate(measured) if len(measured) > 1 else measured[0]
+        # the only checks of the fast frame: every loss, every measured row, the final state
+        rows_ok = jnp.all(jnp.isfinite(losses)) & jnp.all(jnp.isfinite(measured))
         state_ok = jnp.all(probe.check_state({n: s.value for n, s in params.items()}))
         suspect = ~(rows_ok & state_ok)
-        written = jnp.ones((length,), jnp.bool_)
         status = {**status, "count": status["count"] + length}
-        ring = recorder.write_rows(ring, status, rows, written)
-        return ring, opt_state, recorder.pack(status, rows, written, suspect)
+        positions = np.flatnonzero(frame_schedule(length, every))
+        packed = recorder.pack_sparse(status, losses, measured, positions, suspect)
+        return {**ring, **status}, opt_state, packed
 
     def careful_step(carry: tuple, inputs: tuple) -> tuple:
         status, opt_state = carry
@@ -169,12 +187,37 @@ def build_frame(session: Any, careful: bool) -> Callable:
         (status, opt_state), (rows, written) = brainstate.transform.scan(
             careful_step, carry, (xs, ys, scheduled)
         )
-        ring = recorder.write_rows(ring, status, rows, written)
-        return ring, opt_state, recorder.pack(status, rows, written)
+        return {**ring, **status}, opt_state, recorder.pack(status, rows, written)
 
     if careful:
-        return brainstate.transform.jit(careful_frame, donate_argnums=(0,))
+        return brainstate.transform.jit(careful_frame)
     return brainstate.transform.jit(fast_frame)
+
+
+#: Most steps one careful (replay) call runs: its record is dense (a row per step).
+REPLAY_STEPS = 1024
+
+
+def replay_pieces(chunks: list[tuple[Any, Any, int]], limit: int | None = None) -> list:
+    """A flight's chunks ``(xs, ys, first step)`` cut into pieces of at most ``limit`` steps
+    (default :data:`REPLAY_STEPS`): the careful frame's dense record stays bounded however
+    long the frame was.
+
+    >>> import numpy as np
+    >>> [(len(x), first) for x, _, first in replay_pieces([(np.zeros(5), np.zeros(5), 10)], 2)]
+    [(2, 10), (2, 12), (1, 14)]
+    """
+    limit = REPLAY_STEPS if limit is None else max(1, int(limit))
+    pieces = []
+    for xs, ys, first in chunks:
+        length = jax.tree.leaves(xs)[0].shape[0]
+        for start in range(0, length, limit):
+            stop = min(start + limit, length)
+            if start == 0 and stop == length:
+                pieces.append((xs, ys, first))
+            else:
+                pieces.append((_part(xs, start, stop), _part(ys, start, stop), first + start))
+    return pieces
 
 
 def snapshot_states(states: list[Any]) -> list[tuple[Any, Any]]:

@@ -90,7 +90,7 @@ class Recorder:
         self.dtype = dtype
         self._drained = 0
         #: Device outputs of the frames dispatched since the last drain (see :meth:`pack`).
-        self.pending: list[tuple[jax.Array, jax.Array]] = []
+        self.pending: list[tuple] = []
         self.sizes = {n: int(np.prod(self.spec[n], dtype=np.int64)) for n in self.names}
         #: Metric name → its ``[start, stop)`` columns in the packed row.
         self.columns: dict[str, tuple[int, int]] = {}
@@ -102,13 +102,16 @@ class Recorder:
         #: follow the row's columns in the failure record.
         self.checks = list(checks)
 
-    def init(self) -> dict[str, Any]:
+    def init(self, rows: bool = True) -> dict[str, Any]:
         """A fresh ring (device arrays): ONE packed ``(capacity, width)`` buffer, write count,
-        halt flag and failure record (which columns went non-finite)."""
+        halt flag and failure record (which columns went non-finite). ``rows=False``: the
+        bookkeeping only, for a caller whose frames hand their rows over in their own
+        :meth:`pack` / :meth:`pack_sparse` outputs (the live session)."""
         self._drained = 0
         self.pending = []
+        buffer = {"rows": jnp.zeros((self.capacity, self.width), self.dtype)} if rows else {}
         return {
-            "rows": jnp.zeros((self.capacity, self.width), self.dtype),
+            **buffer,
             "count": jnp.zeros((), jnp.int32),
             "halted": jnp.zeros((), jnp.bool_),
             "bad_step": jnp.full((), -1, jnp.int32),
@@ -198,6 +201,37 @@ class Recorder:
         status_vec = jnp.concatenate([head, status["bad_cols"].astype(jnp.int32)])
         return jnp.concatenate([written.astype(self.dtype)[:, None], rows], axis=1), status_vec
 
+    def pack_sparse(
+        self,
+        status: dict[str, Any],
+        losses: jax.Array,
+        measured: jax.Array,
+        positions: np.ndarray,
+        suspect: Any = False,
+    ) -> tuple:
+        """A frame whose heavy metrics were measured on some steps only, for the host: the
+        ``(n,)`` losses of every step, the ``(m, width)`` rows of the measured steps and
+        their positions in the frame (``(m,)``, static), plus :meth:`pack`'s status vector.
+        Nothing of size ``n x width`` is built on the device; :meth:`drain` expands it (NaN:
+        "not measured"). Every row is written (a fast frame does not halt part-way)."""
+        head = [status["count"], status["halted"].astype(jnp.int32), status["bad_step"]]
+        head.append(jnp.asarray(suspect, jnp.int32))
+        status_vec = jnp.concatenate([jnp.stack(head), status["bad_cols"].astype(jnp.int32)])
+        where = jnp.asarray(np.asarray(positions, np.int32))
+        return losses.astype(self.dtype), measured.astype(self.dtype), where, status_vec
+
+    def _expand(self, pack: tuple) -> np.ndarray:
+        """One transferred pack as ``(n, 1 + width)`` rows (first column: written)."""
+        if len(pack) == 2:  # pack(): already dense
+            return pack[0]
+        losses, measured, positions, _ = pack
+        matrix = np.full((losses.shape[0], 1 + self.width), np.nan, np.float32)
+        matrix[:, 0] = 1.0
+        matrix[positions, 1:] = measured
+        loss = 1 + self.columns["loss"][0]
+        matrix[:, loss] = losses
+        return matrix
+
     def unpack(self, matrix: np.ndarray) -> dict[str, np.ndarray]:
         """Host side: ``(n, width)`` packed rows → metric name → ``(n, *shape)`` (views)."""
         return {
@@ -219,23 +253,28 @@ class Recorder:
     def drain(self, ring: dict[str, Any], step_offset: int = 0) -> DrainedRows:
         """Pull the new rows to the host (one transfer) and return them.
 
-        With frames noted in :attr:`pending` (their :meth:`pack` outputs), those packed rows
-        are transferred together; otherwise the ring is. ``step_offset`` is added to the
+        With frames noted in :attr:`pending` (their :meth:`pack` / :meth:`pack_sparse`
+        outputs), those are transferred together; otherwise the ring is (a ring made with
+        ``init(rows=False)`` has nothing to give). ``step_offset`` is added to the
         ring-local row indices, so ``DrainedRows.steps`` are global step numbers.
         """
         if self.pending:
             packs = jax.device_get(self.pending)
-            if any(int(status[3]) for _, status in packs):
+            if any(int(pack[-1][3]) for pack in packs):
                 # a fast frame saw a non-finite value: nothing is kept, the caller replays
                 self.pending = []
                 empty = np.zeros((0, self.width), np.float32)
                 return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None, 0, True)
-            matrix = packs[0][0] if len(packs) == 1 else np.concatenate([m for m, _ in packs])
-            status = packs[-1][1]
+            matrices = [self._expand(pack) for pack in packs]
+            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+            status = packs[-1][-1]
             count, halted, bad_step = (int(v) for v in status[:3])
             matrix = matrix[matrix[:, 0] > 0.5, 1:]
             rows = np.arange(self._drained, self._drained + matrix.shape[0])
             bad_cols, lost = status[4:], 0
+        elif "rows" not in ring:  # no buffer and no frame noted (none ran): nothing new
+            empty = np.zeros((0, self.width), np.float32)
+            return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None)
         else:
             host = jax.device_get(ring)
             count = int(host["count"])

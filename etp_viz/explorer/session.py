@@ -53,7 +53,7 @@ import jax
 import numpy as np
 
 from ._frame_data import FrameData, gather_frame
-from ._frame_step import Flight, build_frame, restore_states, snapshot_states
+from ._frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
 from ._probe import Probe
 from ._sources import (
     DataSource,
@@ -77,7 +77,7 @@ SESSION_OPTIONS: dict[str, Any] = {
     "learning_rate": 1e-2,
     "decay": 0.9,
     "steps_per_frame": "auto",
-    "capacity": 1024,
+    "capacity": 8192,
     "record_every": 32,
     "fidelity_every": 0,
     "fidelity_window": 20,
@@ -128,7 +128,9 @@ class Session:
         makes a background run's frame last about :data:`FRAME_SECONDS` (at most
         ``capacity``): the per-frame host work is then paid once per ~50 ms, not per step.
     capacity : int
-        Rows of the on-device ring buffers (≥ ``steps_per_frame``).
+        Most steps a frame records on the device before its one host transfer: the bound of
+        ``steps_per_frame='auto'`` and of :meth:`step`'s frames (a frame's record is the loss
+        of each step plus one row per measured step, ~``capacity / record_every`` rows).
     record_every : int
         Heavy metrics (trace norms, df / dh-dh, gradient and weight-change norms) are measured
         on every ``record_every``-th step of a frame (positions ``record_every - 1``,
@@ -215,7 +217,7 @@ class Session:
 
     def _reset_counters(self) -> None:
         self.step_count = 0
-        self.ring = self.recorder.init()
+        self.ring = self.recorder.init(rows=False)  # frames hand their rows over themselves
         param_values = {name: state.value for name, state in self.params.items()}
         self.opt_state = self.optimizer.init(param_values)
 
@@ -385,7 +387,8 @@ class Session:
             if self._jit_careful is None:
                 self._jit_careful = build_frame(self, careful=True)
             self.recorder.pending = [
-                self._dispatch(self._jit_careful, xs, ys, first) for xs, ys, first in flight.chunks
+                self._dispatch(self._jit_careful, xs, ys, first)
+                for xs, ys, first in replay_pieces(flight.chunks)
             ]
             rows = self.recorder.drain(self.ring)
         before = self.step_count

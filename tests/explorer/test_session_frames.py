@@ -160,11 +160,15 @@ def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
         np.testing.assert_allclose(weights[0][name], weights[1][name], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("replay_steps", [None, 3])
 @pytest.mark.parametrize("bad_step", [5, 21])
-def test_a_suspect_frame_is_replayed_from_its_start_states(bad_step):
+def test_a_suspect_frame_is_replayed_from_its_start_states(bad_step, replay_steps, monkeypatch):
     """A NaN half-way through a fast frame (the first of two in flight, or the second): the
     replay restores the frame's start states, the frame after it is dropped, and the steps
-    before the failure are recorded once, with the values a clean run gives."""
+    before the failure are recorded once, with the values a clean run gives. With
+    ``replay_steps`` the replay runs in pieces of that many steps (long frames' replays do)."""
+    if replay_steps is not None:
+        monkeypatch.setattr("etp_viz.explorer._frame_step.REPLAY_STEPS", replay_steps)
 
     def data(t):
         x, y = sine_data(t)
