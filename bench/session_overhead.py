@@ -143,7 +143,9 @@ def main() -> None:
     parser.add_argument("--algorithm", default="d_rtrl")
     parser.add_argument("--steps-per-frame", default="auto")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--capacity", type=int, default=1024, help="Session ring capacity")
+    parser.add_argument(
+        "--capacity", type=int, default=None, help="Session capacity (default: the session's)"
+    )
     parser.add_argument(
         "--record-every", default=None, help="Session record_every (default: the session's)"
     )
@@ -166,9 +168,9 @@ def main() -> None:
             algorithm=args.algorithm,
             data=data,  # the same data function as the bare scan
             steps_per_frame=spf_option,
-            capacity=args.capacity,
             **options,
             **({} if args.record_every is None else {"record_every": int(args.record_every)}),
+            **({} if args.capacity is None else {"capacity": args.capacity}),
         )
     session.run(args.steps, background=False)  # compile; 'auto' settles its frame length
     session.run(args.steps, background=False)

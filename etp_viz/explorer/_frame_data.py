@@ -53,18 +53,27 @@ class FrameData:
 
 
 def _stack_arrays(arrays: list[np.ndarray]) -> np.ndarray:
-    """``np.stack`` of numpy arrays; equal shapes and dtypes (the usual stream) go through one
-    ``concatenate`` (a few times faster than ``np.stack``'s per-array checks)."""
+    """``np.stack`` of numpy arrays, through one ``concatenate`` when every array has the first
+    one's shape (the usual stream; a few times faster than ``np.stack``'s per-array checks).
+    ``concatenate`` already requires equal trailing dimensions and promotes dtypes like
+    ``np.stack``; the leading lengths are compared in C (``map(len, ...)``)."""
     first = arrays[0]
-    if first.ndim and all(a.shape == first.shape and a.dtype == first.dtype for a in arrays):
-        return np.concatenate(arrays).reshape(len(arrays), *first.shape)
+    if first.ndim:
+        try:
+            joined = np.concatenate(arrays)
+        except ValueError:
+            joined = None  # unequal shapes: np.stack raises numpy's own error
+        if joined is not None:
+            lengths = np.fromiter(map(len, arrays), np.intp, len(arrays))
+            if np.all(lengths == first.shape[0]):
+                return joined.reshape(len(arrays), *first.shape)
     return np.stack(arrays)
 
 
 def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     """Stack ``[(x_t, y_t)]`` on a new leading axis (numpy unless a leaf is a jax array)."""
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-    if all(type(a) is np.ndarray for a in xs) and all(type(a) is np.ndarray for a in ys):
+    if set(map(type, xs)) == {np.ndarray} and set(map(type, ys)) == {np.ndarray}:
         return _stack_arrays(xs), _stack_arrays(ys)  # the common case: no pytree walk per step
 
     def stack(*leaves: Any) -> Any:
@@ -72,8 +81,8 @@ def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
             return jnp.stack([jnp.asarray(leaf) for leaf in leaves])
         return np.stack([np.asarray(leaf) for leaf in leaves])
 
-    xs = jax.tree.map(stack, *[p[0] for p in pairs])
-    ys = jax.tree.map(stack, *[p[1] for p in pairs])
+    xs = jax.tree.map(stack, *xs)
+    ys = jax.tree.map(stack, *ys)
     return xs, ys
 
 

@@ -254,6 +254,12 @@ def test_frames_of_unequal_or_zero_dim_arrays_stack_like_numpy():
     assert xs.shape == (3,) and ys.shape == (3, 2) and ys.dtype == np.float64
     with pytest.raises(ValueError):
         stack_pairs([(np.ones(2), np.ones(1)), (np.ones(3), np.ones(1))])
+    with pytest.raises(ValueError):  # the rows add up to 2 x 2, the shapes differ
+        stack_pairs([(np.ones((1, 2)), np.ones(1)), (np.ones((3, 2)), np.ones(1))])
+    mixed = [(np.ones(2, np.float32), np.ones(1, np.int32)), (np.ones(2), np.ones(1, np.int64))]
+    xs, ys = stack_pairs(mixed)  # dtypes promote as np.stack promotes them
+    assert xs.dtype == np.stack([p[0] for p in mixed]).dtype == np.float64
+    assert ys.dtype == np.stack([p[1] for p in mixed]).dtype
 
 
 def test_frames_after_the_first_do_not_compile(caplog):
