@@ -64,8 +64,9 @@ def _part(tree: Any, start: int, stop: int) -> Any:
     return jax.tree.map(lambda a: a[start:stop], tree)
 
 
-def build_frame(session: Any, careful: bool) -> Callable:
-    """The session's jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)``.
+def build_frame(session: Any, careful: bool, every: int | None = None) -> Callable:
+    """The session's jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)``,
+    measuring every ``every``-th step (default: the session's ``record_every``).
 
     Neither donates its arguments: the session keeps a frame's start states (references)
     to replay it if it turns out suspect.
@@ -83,7 +84,7 @@ def build_frame(session: Any, careful: bool) -> Callable:
         return jnp.asarray(value).reshape(()), output
 
     grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
-    every = session.record_every
+    every = max(1, int(session.record_every if every is None else every))
     heavy_columns = jnp.asarray(session._heavy_columns)
 
     def train_step(opt_state: Any, x_t: Any, y_t: Any) -> tuple:
@@ -237,11 +238,13 @@ def restore_states(saved: list[tuple[Any, Any]]) -> None:
 
 
 class Flight:
-    """A dispatched frame: its first step, the states it started from, its data, its chunks
-    ``(xs, ys, first step)`` and their packed device outputs (not transferred yet)."""
+    """A dispatched frame: its first step, the states it started from, its data, its
+    measuring interval, its chunks ``(xs, ys, first step)`` and their packed device outputs
+    (not transferred yet)."""
 
-    def __init__(self, start: int, snapshot: tuple, data: Any) -> None:
+    def __init__(self, start: int, snapshot: tuple, data: Any, every: int) -> None:
         self.start = start
+        self.every = every
         self.snapshot = snapshot
         self.data = data
         self.chunks: list[tuple[Any, Any, int]] = []

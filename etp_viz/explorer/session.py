@@ -25,7 +25,8 @@ gradient and weight-change norms: one pass over a parameter- or trace-sized arra
 every ``record_every``-th step of a frame and on its last step (NaN in the history means "not
 measured"). The frame is a scan over blocks of ``record_every`` steps: ``record_every - 1``
 plain training steps, then one measured step, so an unmeasured step costs what the bare
-algorithm step costs (see ``_frame_step``).
+algorithm step costs (see ``_frame_step``). ``'auto'`` frame lengths and measuring intervals
+follow the measured step time (see ``_pacer``).
 
 Failures: a frame checks, once after its scan, the loss of every step, every measured value,
 every parameter and every hidden state. If one is NaN/inf, the frame is replayed from the
@@ -54,6 +55,7 @@ import numpy as np
 
 from ._frame_data import FrameData, gather_frame
 from ._frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
+from ._pacer import FRAME_SECONDS, Pacer
 from ._probe import Probe
 from ._sources import (
     DataSource,
@@ -78,16 +80,10 @@ SESSION_OPTIONS: dict[str, Any] = {
     "decay": 0.9,
     "steps_per_frame": "auto",
     "capacity": 8192,
-    "record_every": 32,
+    "record_every": "auto",
     "fidelity_every": 0,
     "fidelity_window": 20,
 }
-
-
-#: The frame duration ``steps_per_frame='auto'`` aims at (seconds): ~20 UI updates a second.
-FRAME_SECONDS = 0.05
-#: First frame size of ``steps_per_frame='auto'`` (also its lower bound).
-AUTO_FIRST_FRAME = 16
 
 
 def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> None:
@@ -123,23 +119,24 @@ class Session:
     decay : float, int or pair
         ES-D-RTRL's ``decay_or_rank``.
     steps_per_frame : int or 'auto'
-        Steps between two host syncs (one transfer of the recorder ring per frame). ``'auto'``
+        Steps between two host syncs (one transfer of the frame's record). ``'auto'``
         (default) starts at 16 and, from measured frame times, moves to the power of two that
-        makes a background run's frame last about :data:`FRAME_SECONDS` (at most
-        ``capacity``): the per-frame host work is then paid once per ~50 ms, not per step.
+        makes a frame last about :data:`FRAME_SECONDS` (at most ``capacity``): the per-frame
+        host work is then paid once per ~50 ms, not per step.
     capacity : int
         Most steps a frame records on the device before its one host transfer: the bound of
         ``steps_per_frame='auto'`` and of :meth:`step`'s frames (a frame's record is the loss
         of each step plus one row per measured step, ~``capacity / record_every`` rows).
-    record_every : int
+    record_every : int or 'auto'
         Heavy metrics (trace norms, df / dh-dh, gradient and weight-change norms) are measured
         on every ``record_every``-th step of a frame (positions ``record_every - 1``,
         ``2 record_every - 1``, ...), on each frame's last step and on a failing step; NaN
-        elsewhere. 1 measures every step. With frames of power-of-two lengths and the default
-        32, these are the global steps ``t`` with ``(t + 1) % 32 == 0`` for a run started at 0
-        (and the last step of each shorter frame). A measured step costs a few plain steps on
-        small models (one block of ``record_every`` steps per measurement): 32 keeps the
-        attached run within ~10 % of the bare algorithm on the benchmark models.
+        elsewhere. 1 measures every step. ``'auto'`` (default): every 32nd step until a step
+        is timed, then about every millisecond of compute and at least every 32nd step (a
+        power of two; on a model whose step takes ~8 µs that is every 128th step, because a
+        measured step costs several plain ones there). With frames of power-of-two lengths
+        these are the global steps ``t`` with ``(t + 1) % record_every == 0`` for a run
+        started at 0 (and the last step of each shorter frame).
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
     """
@@ -161,19 +158,15 @@ class Session:
         self.data = DataSource(source)
         self.loss_fn = resolve_loss(opts["loss"], opts["task"])
         self.optimizer = build_optimizer(opts["optimizer"], opts["learning_rate"])
-        self._auto_frames = opts["steps_per_frame"] == "auto"
-        self._steps_per_frame = (
-            AUTO_FIRST_FRAME if self._auto_frames else int(opts["steps_per_frame"])
-        )
-        self._timed_sizes: set[int] = set()
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
         self.algorithm = build_algorithm(model, opts["algorithm"], opts["decay"])
         self.algorithm.compile_graph(x)
         self.probe = Probe(self.algorithm, model)
         self.params = self.probe.param_states
-        capacity = max(int(opts["capacity"]), self.steps_per_frame)
-        self.record_every = max(1, int(opts["record_every"]))
+        spf, every = opts["steps_per_frame"], opts["record_every"]
+        capacity = max(int(opts["capacity"]), 1 if spf == "auto" else int(spf))
+        self._pacer = Pacer(spf, every, capacity)
         self.recorder = Recorder(self.probe.spec(), capacity=capacity, checks=self.probe.checks())
         self._heavy_columns = np.ones((self.recorder.width,), bool)
         self._heavy_columns[slice(*self.recorder.columns["loss"])] = False
@@ -183,8 +176,8 @@ class Session:
         self._pause_requested = threading.Event()
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Session, str], None]] = []
-        self._jit_step: Callable | None = None
-        self._jit_careful: Callable | None = None
+        #: compiled frames by (careful, record_every)
+        self._frames: dict[tuple[bool, int], Callable] = {}
         #: frames dispatched and not landed yet, oldest first
         self._flights: deque[Flight] = deque()
         #: ``(first step, FrameData)`` gathered ahead while the device ran the previous frame
@@ -234,18 +227,30 @@ class Session:
             "unavailable": list(self.probe.unavailable),
             "relations": dict(self.probe.relation_names),
             "num_relations": len(getattr(graph, "hidden_param_op_relations", ()) or ()),
-            "steps_per_frame": "auto" if self._auto_frames else self.steps_per_frame,
+            "steps_per_frame": "auto" if self._pacer.auto_frames else self.steps_per_frame,
+            "record_every": "auto" if self._pacer.auto_every else self.record_every,
         }
 
     @property
     def steps_per_frame(self) -> int:
         """Steps per UI frame (one jitted call, one host sync). Setting it turns 'auto' off."""
-        return self._steps_per_frame
+        return self._pacer.steps_per_frame
 
     @steps_per_frame.setter
     def steps_per_frame(self, value: int) -> None:
-        self._steps_per_frame = max(1, int(value))
-        self._auto_frames = False
+        self._pacer.steps_per_frame = max(1, int(value))
+        self._pacer.auto_frames = False
+
+    @property
+    def record_every(self) -> int:
+        """Steps between two measurements of the heavy metrics in a frame (see the class
+        docstring). Setting it turns 'auto' off; the next frame compiles once for it."""
+        return self._pacer.record_every
+
+    @record_every.setter
+    def record_every(self, value: int) -> None:
+        self._pacer.record_every = max(1, int(value))
+        self._pacer.auto_every = False
 
     @property
     def running(self) -> bool:
@@ -299,15 +304,20 @@ class Session:
     # -- the jitted frame ------------------------------------------------------------------
     def _invalidate_frames(self) -> None:
         """Drop the compiled frames (the loss or a compiled-in constant changed)."""
-        self._jit_step = None
-        self._jit_careful = None
+        self._frames.clear()
+
+    def _frame(self, careful: bool, every: int) -> Callable:
+        """The jitted frame (fast or step-checked) measuring every ``every``-th step."""
+        key = (careful, every)
+        if key not in self._frames:
+            self._frames[key] = build_frame(self, careful=careful, every=every)
+        return self._frames[key]
 
     def _run_chunk(self, flight: Flight, xs: Any, ys: Any, n: int, first_step: int) -> None:
         """Dispatch ``n`` stacked steps with the fast frame (see ``_frame_step``): one scan of
         ``steps_per_frame`` steps, else power-of-two scans (so only a few lengths are ever
         compiled). Nothing waits for the device here."""
-        if self._jit_step is None:
-            self._jit_step = build_frame(self, careful=False)
+        frame = self._frame(False, flight.every)
         done = 0
         while done < n:
             size = n if n == self.steps_per_frame else 1 << ((n - done).bit_length() - 1)
@@ -315,7 +325,7 @@ class Session:
             if size < n:
                 part = slice(done, done + size)
                 part_x, part_y = (jax.tree.map(lambda a, p=part: a[p], t) for t in (xs, ys))
-            flight.packs.append(self._dispatch(self._jit_step, part_x, part_y, first_step + done))
+            flight.packs.append(self._dispatch(frame, part_x, part_y, first_step + done))
             flight.chunks.append((part_x, part_y, first_step + done))
             done += size
 
@@ -355,7 +365,8 @@ class Session:
             whole = position == 0 and stop == data.num_steps
             xs, ys = (data.xs, data.ys) if whole else data.slice(position, stop)
             saved = (snapshot_states(self._all_states()), self.ring, self.opt_state)
-            flight = Flight(start + position, saved, FrameData(xs, ys, stop - position, None))
+            data_part = FrameData(xs, ys, stop - position, None)
+            flight = Flight(start + position, saved, data_part, self.record_every)
             self._flights.append(flight)
             self._run_chunk(flight, xs, ys, stop - position, start + position)
             position = stop
@@ -384,10 +395,9 @@ class Session:
                 self._prefetched = (later[0].start, later[0].data)
             saved, self.ring, self.opt_state = flight.snapshot
             restore_states(saved)
-            if self._jit_careful is None:
-                self._jit_careful = build_frame(self, careful=True)
+            careful = self._frame(True, flight.every)
             self.recorder.pending = [
-                self._dispatch(self._jit_careful, xs, ys, first)
+                self._dispatch(careful, xs, ys, first)
                 for xs, ys, first in replay_pieces(flight.chunks)
             ]
             rows = self.recorder.drain(self.ring)
@@ -509,20 +519,9 @@ class Session:
         self._notify(event)
 
     def _adapt_frame_size(self, steps: int, seconds: float) -> None:
-        """``steps_per_frame='auto'``: aim at :data:`FRAME_SECONDS` per frame. A size's first
-        frame (compilation) is not timed; sizes are powers of two within ``[16, capacity]`` and
-        change only by a factor >= 2, so a run compiles a handful of frame lengths at most."""
-        size = self.steps_per_frame
-        if not self._auto_frames or steps != size or steps == 0:
-            return
-        if size not in self._timed_sizes:
-            self._timed_sizes.add(size)
-            return
-        target = FRAME_SECONDS * steps / max(seconds, 1e-9)
-        best = 1 << max(int(target).bit_length() - 1, 0)
-        best = min(max(best, AUTO_FIRST_FRAME), 1 << (self.recorder.capacity.bit_length() - 1))
-        if best >= 2 * size or 2 * best <= size:
-            self._steps_per_frame = best
+        """``'auto'`` frame length and measuring interval from a landed frame's time (see
+        :class:`~etp_viz.explorer._pacer.Pacer`)."""
+        self._pacer.observe(steps, seconds)
 
     def pause(self, timeout: float | None = 30.0) -> None:
         """Stop a run before its next step and wait until the current frame is synced."""

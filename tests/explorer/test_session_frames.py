@@ -25,10 +25,11 @@ def test_a_frame_is_one_jitted_call():
     session = tiny(steps_per_frame=10)
     session.run(10, background=False)  # compile
     calls = []
-    original = session._jit_step
-    session._jit_step = lambda *a: calls.append(1) or original(*a)
+    key = (False, session.record_every)
+    original = session._frames[key]
+    session._frames[key] = lambda *a: calls.append(1) or original(*a)
     session.run(30, background=False)
-    assert len(calls) == 3
+    assert len(calls) == 3 and list(session._frames) == [key]
     assert session.history.num_steps == 40
 
 
@@ -88,7 +89,7 @@ def test_auto_frame_size_aims_at_50ms_frames_in_powers_of_two():
     session._adapt_frame_size(16, 16 * 1e-4)  # 0.1 ms a step -> 500 steps per 50 ms
     assert session.steps_per_frame == 256
     session._adapt_frame_size(256, 256 * 1e-6)  # first frame of the new size: not timed
-    session._adapt_frame_size(256, 256 * 1e-6)  # 1 us a step: capped at the ring capacity
+    session._adapt_frame_size(256, 256 * 1e-6)  # 1 us a step: capped at the capacity
     assert session.steps_per_frame == 1024
     session.run(2 * 1024 + 5, background=False)
     assert session.history.num_steps == 2 * 1024 + 5
@@ -97,6 +98,44 @@ def test_auto_frame_size_aims_at_50ms_frames_in_powers_of_two():
     session._adapt_frame_size(7, 1.0)
     session._adapt_frame_size(7, 1.0)
     assert session.steps_per_frame == 7
+
+
+def test_auto_pacing_ignores_slow_outliers_and_shrinks_only_on_slow_frames():
+    from etp_viz.explorer._pacer import Pacer
+
+    pacer = Pacer("auto", "auto", capacity=8192)
+    pacer.observe(16, 2.0)  # compiles: not timed
+    pacer.observe(16, 16 * 1e-5)  # 10 us a step: 5000 steps per 50 ms; every 1 ms: 100
+    assert (pacer.steps_per_frame, pacer.record_every) == (4096, 64)
+    pacer.observe(4096, 3.0)  # the new size compiles: not timed
+    for seconds in (4096 * 1e-5, 5.0, 4096 * 1e-5, 4096 * 1.5e-5):  # a stall, a slower frame
+        assert not pacer.observe(4096, seconds)
+    assert (pacer.steps_per_frame, pacer.record_every) == (4096, 64)
+    for _ in range(3):  # slow frames, while a recent one was fast: kept
+        assert not pacer.observe(4096, 4096 * 2e-4)
+    # every recent frame > 2x too long (200 us a step): shrinks; the interval (5 steps a
+    # millisecond, floor 32) is within the factor-4 band of 64 and stays
+    assert pacer.observe(4096, 4096 * 2e-4)
+    assert (pacer.steps_per_frame, pacer.record_every) == (128, 64)
+    fixed = Pacer(10, 4, capacity=8192)
+    assert not fixed.observe(10, 1.0) and not fixed.observe(10, 1e-6)
+    assert (fixed.steps_per_frame, fixed.record_every) == (10, 4)
+
+
+def test_auto_record_every_measures_fast_models_less_often(monkeypatch):
+    """A fast step gets a longer measuring interval (a power of two >= 32), recompiled once;
+    the history then holds measured rows on that interval and the meta says 'auto'."""
+    session = tiny(steps_per_frame=64)
+    assert session.record_every == 32 and session.history.meta["record_every"] == "auto"
+    session._adapt_frame_size(64, 1.0)
+    session._adapt_frame_size(64, 64 * 2e-6)  # 2 us a step: 1 ms is 500 steps -> 256
+    assert session.record_every == 256 and session.steps_per_frame == 64
+    session.record_every = 16  # a user's choice turns 'auto' off
+    session._adapt_frame_size(64, 64 * 2e-6)
+    assert session.record_every == 16
+    session.run(64, background=False)
+    measured = np.isfinite(session.history["grad_norm/W"])
+    assert np.flatnonzero(measured).tolist() == [15, 31, 47, 63]
 
 
 def test_heavy_metrics_every_record_every_steps_and_on_a_frames_last_step():
@@ -146,12 +185,12 @@ def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             session = Session(model, x0, data=data, steps_per_frame=steps_per_frame, record_every=4)
-        if careful:
-            session._jit_step = build_frame(session, careful=True)
+        if careful:  # every frame step-checked
+            session._frames[(False, 4)] = build_frame(session, careful=True)
         session.run(3 * steps_per_frame + 5, background=False)
         histories.append(session.history)
         weights.append({k: np.asarray(s.value["weight"]) for k, s in session.params.items()})
-        assert session._jit_careful is None  # nothing went non-finite: no replay compiled
+        assert (True, 4) not in session._frames  # nothing went non-finite: no replay compiled
     fast, careful = histories
     assert fast.num_steps == careful.num_steps == 3 * steps_per_frame + 5
     for name in fast.metrics:
@@ -179,7 +218,7 @@ def test_a_suspect_frame_is_replayed_from_its_start_states(bad_step, replay_step
     session.run(48, background=False)
     clean.run(bad_step, background=False)
     assert session.history.failure["step"] == bad_step and session.step_count == bad_step
-    assert session._jit_careful is not None
+    assert (True, session.record_every) in session._frames
     np.testing.assert_allclose(session.history.loss, clean.history.loss, rtol=1e-6)
     for name, state in session.params.items():
         np.testing.assert_allclose(
