@@ -68,6 +68,10 @@ class History:
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     failure: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: growable storage behind ``steps`` / ``metrics`` (see :meth:`extend`)
+    _buffers: dict[str, np.ndarray] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -101,22 +105,43 @@ class History:
 
     # -- writing ---------------------------------------------------------------------------
     def extend(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
-        """Append rows (what :meth:`Recorder.drain` returned)."""
+        """Append rows (what :meth:`Recorder.drain` returned).
+
+        Amortised O(rows): the arrays live in buffers that double when full, and ``steps`` /
+        ``metrics`` are views of their filled part (a view handed out earlier keeps its
+        values). A metric seen for the first time is NaN ("not measured") on earlier steps.
+        """
         steps = np.asarray(steps, np.int64)
         if steps.size == 0:
             return
-        self.steps = np.concatenate([self.steps, steps])
+        old, new = self.num_steps, self.num_steps + steps.shape[0]
+        if self._buffers is None or new > self._buffers["steps"].shape[0]:
+            self._grow(max(new, 2 * old, 64))
+        buffers = self._buffers
+        buffers["steps"][old:new] = steps
         for name, rows in values.items():
             rows = np.asarray(rows)
-            previous = self.metrics.get(name)
-            if previous is None:
-                previous = np.zeros((0, *rows.shape[1:]), rows.dtype)
-            self.metrics[name] = np.concatenate([previous, rows])
+            if name not in buffers:
+                buffers[name] = _blank(buffers["steps"].shape[0], rows.shape[1:], rows.dtype)
+            buffers[name][old:new] = rows
+        self.steps = buffers["steps"][:new]
+        self.metrics = {name: buffers[name][:new] for name in buffers if name != "steps"}
+
+    def _grow(self, size: int) -> None:
+        """Move the filled rows into buffers of ``size`` rows."""
+        arrays = {"steps": self.steps, **self.metrics}
+        buffers = {}
+        for name, array in arrays.items():
+            array = np.asarray(array)
+            buffers[name] = _blank(size, array.shape[1:], array.dtype)
+            buffers[name][: array.shape[0]] = array
+        self._buffers = buffers
 
     def clear(self) -> None:
         """Forget every recorded step (meta is kept)."""
         self.steps = np.zeros((0,), np.int64)
         self.metrics = {}
+        self._buffers = None
         self.fidelity = []
         self.failure = None
 
@@ -148,6 +173,13 @@ class History:
         )
         with open(path, "wb") as handle:
             handle.write(buffer.getvalue())
+
+
+def _blank(rows: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``rows`` empty rows: NaN for floating types ("not measured"), else zeros."""
+    if np.issubdtype(dtype, np.floating):
+        return np.full((rows, *shape), np.nan, dtype)
+    return np.zeros((rows, *shape), dtype)
 
 
 def load_history(path: str | os.PathLike) -> History:

@@ -220,16 +220,16 @@ class Recorder:
         where = jnp.asarray(np.asarray(positions, np.int32))
         return losses.astype(self.dtype), measured.astype(self.dtype), where, status_vec
 
-    def _expand(self, pack: tuple) -> np.ndarray:
-        """One transferred pack as ``(n, 1 + width)`` rows (first column: written)."""
-        if len(pack) == 2:  # pack(): already dense
-            return pack[0]
+    def _written_rows(self, pack: tuple) -> np.ndarray:
+        """The ``(n, width)`` written rows of one transferred :meth:`pack` or
+        :meth:`pack_sparse` output (the sparse one expanded: NaN where not measured)."""
+        if len(pack) == 2:  # pack(): dense, first column = written
+            matrix = pack[0]
+            return matrix[matrix[:, 0] > 0.5, 1:]
         losses, measured, positions, _ = pack
-        matrix = np.full((losses.shape[0], 1 + self.width), np.nan, np.float32)
-        matrix[:, 0] = 1.0
-        matrix[positions, 1:] = measured
-        loss = 1 + self.columns["loss"][0]
-        matrix[:, loss] = losses
+        matrix = np.full((losses.shape[0], self.width), np.nan, np.float32)
+        matrix[positions] = measured
+        matrix[:, self.columns["loss"][0]] = losses
         return matrix
 
     def unpack(self, matrix: np.ndarray) -> dict[str, np.ndarray]:
@@ -265,11 +265,10 @@ class Recorder:
                 self.pending = []
                 empty = np.zeros((0, self.width), np.float32)
                 return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None, 0, True)
-            matrices = [self._expand(pack) for pack in packs]
+            matrices = [self._written_rows(pack) for pack in packs]
             matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
             status = packs[-1][-1]
             count, halted, bad_step = (int(v) for v in status[:3])
-            matrix = matrix[matrix[:, 0] > 0.5, 1:]
             rows = np.arange(self._drained, self._drained + matrix.shape[0])
             bad_cols, lost = status[4:], 0
         elif "rows" not in ring:  # no buffer and no frame noted (none ran): nothing new

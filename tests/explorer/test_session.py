@@ -169,3 +169,24 @@ def test_step_while_running_is_refused():
             session.step()
     finally:
         session.pause()
+
+
+def test_history_grows_in_amortised_buffers_and_keeps_handed_out_views():
+    from etp_viz.explorer.history import History
+
+    history = History()
+    history.extend(np.arange(3), {"loss": np.array([3.0, 2.0, 1.0], np.float32)})
+    early = history.loss
+    buffers = []
+    for start in range(3, 3 + 200, 2):  # many small appends: few regrowths
+        history.extend(np.arange(start, start + 2), {"loss": np.ones(2, np.float32)})
+        buffers.append(id(history._buffers["loss"]))
+    assert history.num_steps == 203 and history.steps.tolist() == list(range(203))
+    assert early.tolist() == [3.0, 2.0, 1.0]  # a view handed out earlier is unchanged
+    assert len(set(buffers)) <= 3  # doubling: 64 -> 128 -> 256 rows
+    # a metric first seen later reads NaN ("not measured") before it
+    history.extend(np.array([203]), {"loss": np.ones(1), "grad_norm/W": np.array([5.0])})
+    grad = history["grad_norm/W"]
+    assert grad.shape == (204,) and np.isnan(grad[:-1]).all() and grad[-1] == 5.0
+    history.clear()
+    assert history.num_steps == 0 and history.metrics == {}
