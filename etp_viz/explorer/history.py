@@ -34,7 +34,6 @@ from __future__ import annotations
 import io
 import json
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,16 +43,74 @@ __all__ = ["History", "load_history"]
 _META_KEY = "__meta__"
 
 
-@dataclass
+class _Grow:
+    """A growable array: rows appended in amortised O(rows) (the buffer doubles when full)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        self.buffer = np.zeros((0, *shape), dtype)
+        self.size = 0
+
+    def append(self, rows: np.ndarray) -> None:
+        end = self.size + rows.shape[0]
+        if end > self.buffer.shape[0]:
+            bigger = np.zeros((max(end, 2 * self.size, 64), *self.buffer.shape[1:]), rows.dtype)
+            bigger[: self.size] = self.buffer[: self.size]
+            self.buffer = bigger
+        self.buffer[self.size : end] = rows
+        self.size = end
+
+    @property
+    def view(self) -> np.ndarray:
+        """The filled rows (a view: later appends do not change it)."""
+        return self.buffer[: self.size]
+
+
+class _Column:
+    """One metric's measured rows: their row numbers in the history and their values. A row
+    that is NaN throughout ("not measured") is not stored, so a metric measured every 128th
+    step costs 1/128 of its dense size."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        self.rows = _Grow((), np.int64)
+        self.values = _Grow(shape, dtype)
+        self.every_row = True  # rows == 0..size-1: the dense array is a view
+
+    def append(self, first_row: int, values: np.ndarray, total_before: int) -> None:
+        values = np.asarray(values)
+        if np.issubdtype(values.dtype, np.floating) and values.size:
+            flat = values.reshape(values.shape[0], -1)
+            keep = ~np.all(np.isnan(flat), axis=1)
+        else:
+            keep = np.ones((values.shape[0],), bool)
+        complete = bool(keep.all())
+        self.every_row = self.every_row and complete and self.rows.size == total_before
+        rows = first_row + (np.arange(values.shape[0]) if complete else np.flatnonzero(keep))
+        self.rows.append(rows.astype(np.int64))
+        self.values.append(values if complete else values[keep])
+
+    def dense(self, total: int, start: int = 0) -> np.ndarray:
+        """Rows ``start..total-1`` with NaN where not measured."""
+        values = self.values.view
+        if self.every_row and self.rows.size == total:
+            return values[start:]
+        out = np.full((total - start, *values.shape[1:]), np.nan, values.dtype)
+        rows = self.rows.view
+        first = int(np.searchsorted(rows, start))
+        out[rows[first:] - start] = values[first:]
+        return out
+
+
 class History:
     """Everything a session recorded, on the host, as numpy arrays.
 
-    Attributes
-    ----------
+    Parameters and attributes
+    -------------------------
     steps : numpy.ndarray
         Global step numbers, shape ``(T,)``.
     metrics : dict[str, numpy.ndarray]
-        Metric name → ``(T, *shape)`` array (see the module docstring for names).
+        Metric name → ``(T, *shape)`` array (see the module docstring for names), NaN where
+        not measured. Stored sparsely (only measured rows): reading ``metrics`` builds the
+        dense arrays; :meth:`recent` reads the last rows only.
     fidelity : list[dict]
         One entry per fidelity checkpoint: ``{"step", "window", "cosine", "rel_error",
         "per_param": {path: {"cosine", "rel_error"}}}``.
@@ -63,34 +120,67 @@ class History:
         JSON-able description (algorithm, task, model, device, relation and group names).
     """
 
-    steps: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int64))
-    metrics: dict[str, np.ndarray] = field(default_factory=dict)
-    fidelity: list[dict[str, Any]] = field(default_factory=list)
-    failure: dict[str, Any] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    #: growable storage behind ``steps`` / ``metrics`` (see :meth:`extend`)
-    _buffers: dict[str, np.ndarray] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    def __init__(
+        self,
+        steps: np.ndarray | None = None,
+        metrics: dict[str, np.ndarray] | None = None,
+        fidelity: list[dict[str, Any]] | None = None,
+        failure: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.fidelity = list(fidelity or [])
+        self.failure = failure
+        self.meta = dict(meta or {})
+        self.clear_steps()
+        if steps is not None:
+            self.extend(steps, metrics or {})
 
     # -- reading ---------------------------------------------------------------------------
     @property
     def num_steps(self) -> int:
         """Number of recorded steps."""
-        return int(self.steps.shape[0])
+        return self._steps.size
+
+    @property
+    def steps(self) -> np.ndarray:
+        """Global step numbers, shape ``(T,)``."""
+        return self._steps.view
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        """Metric name → dense ``(T, *shape)`` array (NaN: not measured)."""
+        return {name: self[name] for name in self._columns}
 
     @property
     def loss(self) -> np.ndarray:
         """Per-step loss, shape ``(T,)`` (empty before the first step)."""
-        return self.metrics.get("loss", np.zeros((0,), np.float32))
+        if "loss" not in self._columns:
+            return np.zeros((0,), np.float32)
+        return self["loss"]
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
-            return self.metrics[name]
+            column = self._columns[name]
         except KeyError:
             raise KeyError(
-                f"No metric {name!r} in this history. Recorded metrics: {sorted(self.metrics)}"
+                f"No metric {name!r} in this history. Recorded metrics: {sorted(self._columns)}"
             ) from None
+        return column.dense(self.num_steps)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._columns
+
+    def recent(self, name: str, n: int) -> np.ndarray:
+        """The last ``n`` rows of one metric (dense, NaN where not measured), without
+        building the whole array: what a live view reads every frame.
+
+        >>> h = History()
+        >>> h.extend(np.arange(4), {"g": np.array([np.nan, 1.0, np.nan, 2.0])})
+        >>> h.recent("g", 3).tolist()
+        [1.0, nan, 2.0]
+        """
+        total = self.num_steps
+        return self._columns[name].dense(total, max(total - int(n), 0))
 
     def kind(self, kind: str) -> dict[str, np.ndarray]:
         """All metrics of one kind, keyed by what they describe.
@@ -101,49 +191,45 @@ class History:
         ['U', 'W']
         """
         prefix = kind + "/"
-        return {n[len(prefix) :]: v for n, v in self.metrics.items() if n.startswith(prefix)}
+        return {n[len(prefix) :]: self[n] for n in self._columns if n.startswith(prefix)}
 
     # -- writing ---------------------------------------------------------------------------
     def extend(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
-        """Append rows (what :meth:`Recorder.drain` returned).
-
-        Amortised O(rows): the arrays live in buffers that double when full, and ``steps`` /
-        ``metrics`` are views of their filled part (a view handed out earlier keeps its
-        values). A metric seen for the first time is NaN ("not measured") on earlier steps.
-        """
-        steps = np.asarray(steps, np.int64)
+        """Append rows (what :meth:`Recorder.drain` returned): amortised O(rows), and a
+        metric's rows that are NaN throughout are not stored (see :attr:`metrics`). A metric
+        seen for the first time reads NaN on earlier steps."""
+        steps = np.asarray(steps, np.int64).reshape(-1)
         if steps.size == 0:
             return
-        old, new = self.num_steps, self.num_steps + steps.shape[0]
-        if self._buffers is None or new > self._buffers["steps"].shape[0]:
-            self._grow(max(new, 2 * old, 64))
-        buffers = self._buffers
-        buffers["steps"][old:new] = steps
+        total = self.num_steps
         for name, rows in values.items():
             rows = np.asarray(rows)
-            if name not in buffers:
-                buffers[name] = _blank(buffers["steps"].shape[0], rows.shape[1:], rows.dtype)
-            buffers[name][old:new] = rows
-        self.steps = buffers["steps"][:new]
-        self.metrics = {name: buffers[name][:new] for name in buffers if name != "steps"}
+            if rows.shape[0] != steps.size:
+                raise ValueError(
+                    f"History.extend: metric {name!r} has {rows.shape[0]} rows for "
+                    f"{steps.size} steps."
+                )
+            if name not in self._columns:
+                self._columns[name] = _Column(rows.shape[1:], rows.dtype)
+            self._columns[name].append(total, rows, total)
+        self._steps.append(steps)
 
-    def _grow(self, size: int) -> None:
-        """Move the filled rows into buffers of ``size`` rows."""
-        arrays = {"steps": self.steps, **self.metrics}
-        buffers = {}
-        for name, array in arrays.items():
-            array = np.asarray(array)
-            buffers[name] = _blank(size, array.shape[1:], array.dtype)
-            buffers[name][: array.shape[0]] = array
-        self._buffers = buffers
+    def clear_steps(self) -> None:
+        """Forget every recorded step and metric (fidelity, failure and meta are kept)."""
+        self._steps = _Grow((), np.int64)
+        self._columns: dict[str, _Column] = {}
 
     def clear(self) -> None:
         """Forget every recorded step (meta is kept)."""
-        self.steps = np.zeros((0,), np.int64)
-        self.metrics = {}
-        self._buffers = None
+        self.clear_steps()
         self.fidelity = []
         self.failure = None
+
+    def __repr__(self) -> str:
+        return (
+            f"History(steps={self.num_steps}, metrics={sorted(self._columns)}, "
+            f"fidelity={len(self.fidelity)}, failure={self.failure is not None})"
+        )
 
     # -- saving ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -173,13 +259,6 @@ class History:
         )
         with open(path, "wb") as handle:
             handle.write(buffer.getvalue())
-
-
-def _blank(rows: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """``rows`` empty rows: NaN for floating types ("not measured"), else zeros."""
-    if np.issubdtype(dtype, np.floating):
-        return np.full((rows, *shape), np.nan, dtype)
-    return np.zeros((rows, *shape), dtype)
 
 
 def load_history(path: str | os.PathLike) -> History:

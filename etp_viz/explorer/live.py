@@ -137,7 +137,9 @@ class LiveExplorer(Explorer):
         for spec in self.live_panels:
             if self.record is not None and spec["name"] not in self.record | {"loss"}:
                 continue
-            values = history.metrics.get(spec["name"])
+            values = None
+            if spec["name"] in history:  # the last rows only: no dense copy of a long run
+                values = history.recent(spec["name"], LIVE_WINDOW)
             if spec["name"] == "fidelity" and history.fidelity:
                 values = [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity]
             if values is not None:

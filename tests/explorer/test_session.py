@@ -171,7 +171,7 @@ def test_step_while_running_is_refused():
         session.pause()
 
 
-def test_history_grows_in_amortised_buffers_and_keeps_handed_out_views():
+def test_history_grows_in_amortised_buffers_and_stores_measured_rows_only():
     from etp_viz.explorer.history import History
 
     history = History()
@@ -180,13 +180,18 @@ def test_history_grows_in_amortised_buffers_and_keeps_handed_out_views():
     buffers = []
     for start in range(3, 3 + 200, 2):  # many small appends: few regrowths
         history.extend(np.arange(start, start + 2), {"loss": np.ones(2, np.float32)})
-        buffers.append(id(history._buffers["loss"]))
+        buffers.append(id(history._steps.buffer))
     assert history.num_steps == 203 and history.steps.tolist() == list(range(203))
     assert early.tolist() == [3.0, 2.0, 1.0]  # a view handed out earlier is unchanged
     assert len(set(buffers)) <= 3  # doubling: 64 -> 128 -> 256 rows
-    # a metric first seen later reads NaN ("not measured") before it
-    history.extend(np.array([203]), {"loss": np.ones(1), "grad_norm/W": np.array([5.0])})
-    grad = history["grad_norm/W"]
-    assert grad.shape == (204,) and np.isnan(grad[:-1]).all() and grad[-1] == 5.0
+    # a metric first seen later reads NaN ("not measured") before it; NaN rows are not stored
+    grad = np.full(8, np.nan)
+    grad[[3, 7]] = [5.0, 6.0]
+    history.extend(np.arange(203, 211), {"loss": np.ones(8), "grad_norm/W": grad})
+    dense = history["grad_norm/W"]
+    assert dense.shape == (211,) and np.flatnonzero(np.isfinite(dense)).tolist() == [206, 210]
+    assert history._columns["grad_norm/W"].values.size == 2
+    np.testing.assert_array_equal(history.recent("grad_norm/W", 5), dense[-5:])
+    np.testing.assert_array_equal(history.recent("loss", 1000), history.loss)
     history.clear()
     assert history.num_steps == 0 and history.metrics == {}
