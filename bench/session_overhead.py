@@ -7,8 +7,10 @@ bare (scan): the same step body scanned over a frame of ``steps_per_frame`` stac
          jitted call (the bare algorithm's own best way); no recording. Its frames come from
          the same data function as the session's (called per step on the host, stacked).
 session: ``Session.run(background=False)``: per frame, data gathered on the host, one jitted
-         scan with the recorder (loss, trace norms, df/dh-dh slices, gradient and update norms
-         into on-device ring buffers), one host transfer of the frame's rows.
+         scan with the recorder (loss, trace norms, df/dh-dh slices, gradient and update norms,
+         kept on the device), one host transfer of the frame's record.
+frame only: the session's compiled frame vs the bare scan, both on one frame of data already
+         on the device, with no host work between frames (the device part of the overhead).
 
 The overhead is against the faster bare variant. Each timed block ends on a host sync that
 waits for the parameters (SGD's optimizer state is empty, so waiting on it alone measured only
@@ -21,7 +23,7 @@ uses the frame length the session settled on. Models (``--model``):
 
 Writes bench/results/session_overhead-<algorithm>-<model>-<host>.json.
 
-    python bench/session_overhead.py --model rnn256 [--steps 2048] [--rounds 3] [--note TEXT]
+    python bench/session_overhead.py --model rnn256 [--steps N] [--rounds 9] [--note TEXT]
 """
 
 from __future__ import annotations
@@ -138,11 +140,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="sine", choices=["sine", "rnn256", "lif"])
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=2048)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--steps", type=int, default=None, help="steps per timed block (default: per model)"
+    )
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--algorithm", default="d_rtrl")
     parser.add_argument("--steps-per-frame", default="auto")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument(
         "--capacity", type=int, default=None, help="Session capacity (default: the session's)"
     )
@@ -151,6 +155,8 @@ def main() -> None:
     )
     parser.add_argument("--note", default="", help="load note stored in the result")
     args = parser.parse_args()
+    if args.steps is None:  # several 'auto' frames per block, a block of ~0.1-1 s
+        args.steps = {"sine": 16384, "rnn256": 4096, "lif": 1024}[args.model]
     brainstate.random.seed(0)
     model, x0, options, pairs = build(args.model, args.hidden, args.steps)
 
@@ -200,13 +206,39 @@ def main() -> None:
     def run_session():
         session.run(args.steps, background=False)
 
-    for fn in (run_bare, run_bare_scan):
+    # the device part alone: one frame's data already on the device, no host work between
+    # frames (the session's compiled fast frame vs the bare scan on the same frame)
+    frame_x = jnp.asarray(np.stack([data(t)[0] for t in range(spf)]))
+    frame_y = jnp.asarray(np.stack([data(t)[1] for t in range(spf)]))
+    session_frame = session._frame(False, session.record_every)
+    frames = max(1, args.steps // spf)
+
+    def run_frame_only():  # on its own ring and optimizer state (the session's stay put)
+        ring, opt = session.ring, session.opt_state
+        for _ in range(frames):
+            ring, opt, packed = session_frame(ring, opt, frame_x, frame_y)
+        jax.block_until_ready(packed)
+
+    def run_bare_frame_only():
+        nonlocal scan_opt_state
+        for _ in range(frames):
+            scan_opt_state = frame(scan_opt_state, frame_x, frame_y)
+        jax.block_until_ready([s.value for s in bare_params.values()])
+
+    for fn in (run_bare, run_bare_scan, run_frame_only, run_bare_frame_only):
         fn()  # compile
-    runners = {"bare_dispatch": run_bare, "bare_scan": run_bare_scan, "session": run_session}
+    runners = {
+        "bare_dispatch": run_bare,
+        "bare_scan": run_bare_scan,
+        "session": run_session,
+        "session_frame_only": run_frame_only,
+        "bare_frame_only": run_bare_frame_only,
+    }
     results: dict[str, list] = {}
     for _ in range(args.rounds):  # interleave to even out machine noise
         for name, fn in runners.items():
-            results.setdefault(name, []).append(time_block(fn, args.repeats) / args.steps)
+            steps = frames * spf if name.endswith("frame_only") else args.steps
+            results.setdefault(name, []).append(time_block(fn, args.repeats) / steps)
     best = {name: min(times) for name, times in results.items()}
     bare = min(best["bare_dispatch"], best["bare_scan"])
     attached = best["session"]
@@ -237,6 +269,11 @@ def main() -> None:
             - 1
         ),
         "target_percent": 10,
+        # device part only (data on the device, no host work): the frame vs the bare scan
+        "frame_only_step_us": best["session_frame_only"] * 1e6,
+        "bare_frame_only_step_us": best["bare_frame_only"] * 1e6,
+        "frame_only_overhead_percent": 100
+        * (best["session_frame_only"] / best["bare_frame_only"] - 1),
         "machine": {
             "node": platform.node(),
             "processor": platform.processor(),

@@ -19,6 +19,10 @@ kind                 meaning                                                    
 each frame (and on each frame's last step); in between their rows are NaN, meaning "not
 measured" (``np.isfinite`` selects the measured rows). The step before a failure is never
 NaN for a non-finite reason: a non-finite value halts the run instead of being recorded.
+Only measured rows are stored (a long run of a fast model keeps the loss of every step and
+its heavy metrics every ``record_every`` steps, not a NaN-filled copy); reading
+:attr:`History.metrics` or ``history[name]`` builds the dense arrays, :meth:`History.recent`
+the last rows only.
 
 Examples
 --------

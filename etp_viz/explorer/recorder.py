@@ -1,17 +1,25 @@
-"""On-device ring buffers for per-step metrics of a live session.
+"""On-device recording of per-step metrics of a live session, and its host hand-over.
 
-The session's jitted frame (a ``scan`` over the frame's steps) makes one row per step
-(:meth:`Recorder.check_row` in the scan body; the rows are the scan's stacked output) and
-scatters the block into ONE packed device array once per frame (:meth:`Recorder.write_rows`;
-shape ``(capacity, width)``: every metric flattened into its own columns, see
-:attr:`Recorder.columns`), so a step's recording is one concatenation, one finiteness test and
-one row; the guard's failure record is a column mask mapped back to metric names on the host.
-Nothing leaves the device during a frame; the host pulls the frame's new rows **once per UI
-frame** with :meth:`Recorder.drain`.
-The ring also carries the non-finite guard: the first step whose measured metrics (or extra
-checks, e.g. the weights after the update) contain NaN/inf sets ``halted``, records which went
-bad, and every later row is not written, so the recorded history stops right before the failure
-and stays intact. Columns not measured on a step hold NaN and are not checked.
+Every metric is flattened into its own columns of ONE packed row (:attr:`Recorder.columns`),
+so a step's recording is one concatenation. Two ways to use it:
+
+- **the live session** (``init(rows=False)``: the ring is bookkeeping only, i.e. write count,
+  halt flag and failure record). Each jitted frame keeps its own record on the device: the
+  fast frame the loss of every step plus the packed rows of its measured steps
+  (:meth:`Recorder.pack_sparse`), the step-checked replay a row per step (:meth:`Recorder.pack`,
+  built with :meth:`Recorder.check_row` in its scan body). Its size is bounded by the frame
+  length (``capacity`` at most). Nothing leaves the device during a frame; the host pulls
+  each frame's record **once per UI frame** with :meth:`Recorder.drain`, which expands it to a
+  row per step (NaN: not measured).
+- **a plain ring** (``init()``): a ``(capacity, width)`` device buffer written with
+  :meth:`Recorder.write` / :meth:`Recorder.write_rows` inside a jitted step and drained
+  from the ring.
+
+The non-finite guard: the first step whose measured metrics (or extra checks, e.g. the weights
+after the update) contain NaN/inf sets ``halted``, records which columns went bad (mapped back
+to metric names on the host), and every later row is not written, so the recorded history
+stops right before the failure and stays intact. Columns not measured on a step hold NaN and
+are not checked.
 
 Examples
 --------
@@ -63,7 +71,7 @@ class DrainedRows:
 
 
 class Recorder:
-    """Bounded on-device ring buffers, written inside a jitted step.
+    """Packed metric rows on the device (a ring, or per-frame records), drained to the host.
 
     Parameters
     ----------

@@ -15,10 +15,11 @@ buttons, and it works on its own (no browser, no kernel):
 
 One UI frame (``steps_per_frame`` steps) = one jitted call: a ``scan`` over the frame's stacked
 data whose body is the forward + trace update, the online gradient, the optax update and the
-recorder write into on-device ring buffers. The frame's data is gathered on the host first
-(user functions run there, step by step). After the call the frame's new ring rows are pulled
-to the host in one transfer, appended to :attr:`Session.history`, and listeners (the widget)
-are told. A frame is split only at fidelity checkpoints.
+recording, kept on the device (the loss of every step, the rows of the measured steps). The
+frame's data is gathered on the host first (user functions run there, step by step). After
+the call the frame's record is pulled to the host in one transfer, appended to
+:attr:`Session.history`, and listeners (the widget) are told. A frame is split only at
+fidelity checkpoints.
 
 Recording cost: the loss is recorded every step; the heavy metrics (trace norms, df / dh-dh,
 gradient and weight-change norms: one pass over a parameter- or trace-sized array each) on
