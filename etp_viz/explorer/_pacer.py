@@ -5,8 +5,8 @@ second), so the per-frame host work (dispatch, one transfer, the history) is pai
 second rather than per step. ``record_every='auto'`` measures the heavy metrics (trace, gradient
 and weight-change norms, dh/dy and dh/dh) about every :data:`RECORD_SECONDS` of compute, and
 at least every :data:`MIN_RECORD_EVERY` steps: on a model whose whole step takes a few
-microseconds, a measured step costs several plain steps, and one in 32 would be most of the
-UI's cost; on slower models the rule keeps every 32nd step.
+microseconds, a measured step costs several plain steps (about twenty small reductions), and
+one in 32 would be most of the UI's cost; models slower than ~60 µs a step keep every 32nd.
 
 Both are powers of two, so a run compiles a handful of frame shapes at most. The estimate of
 a step's time is the fastest of the last few timed frames (a frame that waited on a compile
@@ -26,7 +26,7 @@ FRAME_SECONDS = 0.05
 #: First frame size of ``steps_per_frame='auto'`` (also its lower bound).
 AUTO_FIRST_FRAME = 16
 #: Compute time between two measured steps that ``record_every='auto'`` aims at (seconds).
-RECORD_SECONDS = 1e-3
+RECORD_SECONDS = 2e-3
 #: ``record_every='auto'`` measures at least every this many steps (its value before timing).
 MIN_RECORD_EVERY = 32
 #: Timed frames the step-time estimate looks back on.
@@ -64,7 +64,7 @@ class Pacer:
     >>> pacer.observe(16, 16 * 8e-6)  # 8 µs a step
     True
     >>> pacer.steps_per_frame, pacer.record_every
-    (4096, 64)
+    (4096, 128)
     """
 
     def __init__(self, steps_per_frame: int | str, record_every: int | str, capacity: int) -> None:

@@ -133,8 +133,8 @@ class Session:
         on every ``record_every``-th step of a frame (positions ``record_every - 1``,
         ``2 record_every - 1``, ...), on each frame's last step and on a failing step; NaN
         elsewhere. 1 measures every step. ``'auto'`` (default): every 32nd step until a step
-        is timed, then about every millisecond of compute and at least every 32nd step (a
-        power of two; on a model whose step takes ~8 µs that is every 128th step, because a
+        is timed, then about every 2 ms of compute and at least every 32nd step (a power
+        of two; on a model whose step takes ~7 µs that is every 256th step, because a
         measured step costs several plain ones there). With frames of power-of-two lengths
         these are the global steps ``t`` with ``(t + 1) % record_every == 0`` for a run
         started at 0 (and the last step of each shorter frame).

@@ -105,18 +105,18 @@ def test_auto_pacing_ignores_slow_outliers_and_shrinks_only_on_slow_frames():
 
     pacer = Pacer("auto", "auto", capacity=8192)
     pacer.observe(16, 2.0)  # compiles: not timed
-    pacer.observe(16, 16 * 1e-5)  # 10 us a step: 5000 steps per 50 ms; every 1 ms: 100
-    assert (pacer.steps_per_frame, pacer.record_every) == (4096, 64)
+    pacer.observe(16, 16 * 1e-5)  # 10 us a step: 5000 steps per 50 ms; every 2 ms: 200
+    assert (pacer.steps_per_frame, pacer.record_every) == (4096, 128)
     pacer.observe(4096, 3.0)  # the new size compiles: not timed
     for seconds in (4096 * 1e-5, 5.0, 4096 * 1e-5, 4096 * 1.5e-5):  # a stall, a slower frame
         assert not pacer.observe(4096, seconds)
-    assert (pacer.steps_per_frame, pacer.record_every) == (4096, 64)
+    assert (pacer.steps_per_frame, pacer.record_every) == (4096, 128)
     for _ in range(3):  # slow frames, while a recent one was fast: kept
         assert not pacer.observe(4096, 4096 * 2e-4)
-    # every recent frame > 2x too long (200 us a step): shrinks; the interval (5 steps a
-    # millisecond, floor 32) is within the factor-4 band of 64 and stays
+    # every recent frame > 2x too long (200 us a step): both shrink (10 steps in 2 ms: the
+    # floor of 32)
     assert pacer.observe(4096, 4096 * 2e-4)
-    assert (pacer.steps_per_frame, pacer.record_every) == (128, 64)
+    assert (pacer.steps_per_frame, pacer.record_every) == (128, 32)
     fixed = Pacer(10, 4, capacity=8192)
     assert not fixed.observe(10, 1.0) and not fixed.observe(10, 1e-6)
     assert (fixed.steps_per_frame, fixed.record_every) == (10, 4)
@@ -128,8 +128,8 @@ def test_auto_record_every_measures_fast_models_less_often(monkeypatch):
     session = tiny(steps_per_frame=64)
     assert session.record_every == 32 and session.history.meta["record_every"] == "auto"
     session._adapt_frame_size(64, 1.0)
-    session._adapt_frame_size(64, 64 * 2e-6)  # 2 us a step: 1 ms is 500 steps -> 256
-    assert session.record_every == 256 and session.steps_per_frame == 64
+    session._adapt_frame_size(64, 64 * 2e-6)  # 2 us a step: 2 ms is 1000 steps -> 512
+    assert session.record_every == 512 and session.steps_per_frame == 64
     session.record_every = 16  # a user's choice turns 'auto' off
     session._adapt_frame_size(64, 64 * 2e-6)
     assert session.record_every == 16
