@@ -312,7 +312,8 @@ def test_frames_after_the_first_do_not_compile(caplog):
     model, x0, data = etp_sine(num_hidden=6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        session = Session(model, x0, data=data, steps_per_frame=32)
+        # a fixed interval: 'auto' may move it with the timings (and compile once for it)
+        session = Session(model, x0, data=data, steps_per_frame=32, record_every=8)
     session.run(64, background=False)  # compiles the 32-step frame
     with jax.log_compiles(), caplog.at_level(logging.DEBUG):
         caplog.clear()
