@@ -93,14 +93,15 @@ class _Column:
         self.values.append(values if complete else values[keep])
 
     def dense(self, total: int, start: int = 0) -> np.ndarray:
-        """Rows ``start..total-1`` with NaN where not measured."""
+        """Rows ``start..total-1`` with NaN where not measured (rows appended past ``total``
+        by a concurrent :meth:`History.extend` are left out)."""
         values = self.values.view
-        if self.every_row and self.rows.size == total:
-            return values[start:]
+        if self.every_row and values.shape[0] >= total:
+            return values[start:total]
         out = np.full((total - start, *values.shape[1:]), np.nan, values.dtype)
         rows = self.rows.view
-        first = int(np.searchsorted(rows, start))
-        out[rows[first:] - start] = values[first:]
+        first, last = np.searchsorted(rows, [start, total])
+        out[rows[first:last] - start] = values[first:last]
         return out
 
 

@@ -185,7 +185,6 @@ class Session:
         self._prefetched: tuple[int, FrameData] | None = None
         self._chunk_start = 0
         self._history = History(meta=self._meta())
-        self._unflushed: list = []
         self.error: str | None = None
         self._fidelity = None
         if int(opts["fidelity_every"]) > 0:
@@ -265,16 +264,8 @@ class Session:
 
     @property
     def history(self) -> History:
-        """Everything recorded so far (drained frames are appended when this is read, so a
-        long run does not re-concatenate the history every frame)."""
-        if self._unflushed:
-            pending, self._unflushed = self._unflushed, []
-            steps = np.concatenate([rows.steps for rows in pending])
-            values = {
-                name: np.concatenate([rows.values[name] for rows in pending])
-                for name in pending[0].values
-            }
-            self._history.extend(steps, values)
+        """Everything recorded so far (each landed frame is appended: amortised O(steps), only
+        measured rows kept, see :class:`History`)."""
         return self._history
 
     # -- listeners -------------------------------------------------------------------------
@@ -403,8 +394,7 @@ class Session:
             ]
             rows = self.recorder.drain(self.ring)
         before = self.step_count
-        if rows.steps.size:
-            self._unflushed.append(rows)
+        self._history.extend(rows.steps, rows.values)
         self.step_count = self.recorder.written
         if rows.failure is not None and self._history.failure is None:
             names = ", ".join(rows.failure["quantities"])
@@ -545,7 +535,6 @@ class Session:
             self._reset_counters()
             self.data.restart()
             self._prefetched = None
-            self._unflushed = []
             self._history.clear()
             self.error = None
             if self._fidelity is not None:
