@@ -79,6 +79,12 @@ class _Column:
         self.values = _Grow(shape, dtype)
         self.every_row = True  # rows == 0..size-1: the dense array is a view
 
+    def append_rows(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Measured rows at known row numbers (ascending, after every stored row)."""
+        self.every_row = False
+        self.rows.append(np.asarray(rows, np.int64))
+        self.values.append(np.asarray(values))
+
     def append(self, first_row: int, values: np.ndarray, total_before: int) -> None:
         values = np.asarray(values)
         if np.issubdtype(values.dtype, np.floating) and values.size:
@@ -199,16 +205,28 @@ class History:
         return {n[len(prefix) :]: self[n] for n in self._columns if n.startswith(prefix)}
 
     # -- writing ---------------------------------------------------------------------------
-    def extend(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
+    def extend(
+        self,
+        steps: np.ndarray,
+        values: dict[str, np.ndarray],
+        measured: dict[str, np.ndarray] | None = None,
+    ) -> None:
         """Append rows (what :meth:`Recorder.drain` returned): amortised O(rows), and a
         metric's rows that are NaN throughout are not stored (see :attr:`metrics`). A metric
-        seen for the first time reads NaN on earlier steps."""
+        seen for the first time reads NaN on earlier steps. ``measured``: metric name → the
+        row indices (into ``steps``) that its ``values`` hold (``DrainedRows.measured``)."""
         steps = np.asarray(steps, np.int64).reshape(-1)
         if steps.size == 0:
             return
         total = self.num_steps
         for name, rows in values.items():
             rows = np.asarray(rows)
+            if measured is not None and name in measured:
+                if name not in self._columns:
+                    self._columns[name] = _Column(rows.shape[1:], rows.dtype)
+                    self._columns[name].every_row = False
+                self._columns[name].append_rows(total + np.asarray(measured[name]), rows)
+                continue
             if rows.shape[0] != steps.size:
                 raise ValueError(
                     f"History.extend: metric {name!r} has {rows.shape[0]} rows for "

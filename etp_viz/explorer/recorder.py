@@ -53,7 +53,8 @@ class DrainedRows:
     steps : numpy.ndarray
         Global step index of each row, shape ``(n,)``.
     values : dict[str, numpy.ndarray]
-        Metric name → array of shape ``(n, *metric_shape)``.
+        Metric name → array of shape ``(n, *metric_shape)``, NaN where not measured; for a
+        metric listed in ``measured``, only the measured rows (``(m, *metric_shape)``).
     failure : dict or None
         ``{"step": int, "quantities": [metric names]}`` when a step went non-finite.
     lost : int
@@ -68,6 +69,18 @@ class DrainedRows:
     failure: dict[str, Any] | None
     lost: int = 0
     suspect: bool = False
+    #: Metric name → row indices (into ``steps``) that its ``values`` hold, for metrics the
+    #: frames measured on some steps only (None: every metric is dense).
+    measured: dict[str, np.ndarray] | None = None
+
+    def dense(self, name: str) -> np.ndarray:
+        """One metric as ``(n, *metric_shape)`` rows, NaN where not measured."""
+        values = self.values[name]
+        if self.measured is None or name not in self.measured:
+            return values
+        out = np.full((self.steps.shape[0], *values.shape[1:]), np.nan, values.dtype)
+        out[self.measured[name]] = values
+        return out
 
 
 class Recorder:
@@ -228,13 +241,31 @@ class Recorder:
         where = jnp.asarray(np.asarray(positions, np.int32))
         return losses.astype(self.dtype), measured.astype(self.dtype), where, status_vec
 
+    def _drain_sparse(self, packs: list[tuple], count: int, step_offset: int) -> DrainedRows:
+        """:meth:`pack_sparse` outputs as rows: the loss dense, the other metrics at their
+        measured rows only (no ``steps x metrics`` array on the host either)."""
+        losses = [pack[0] for pack in packs]
+        at, done = [], 0
+        for pack in packs:
+            at.append(pack[2].astype(np.int64) + done)
+            done += pack[0].shape[0]
+        measured = self.unpack(np.concatenate([pack[1] for pack in packs]))
+        where = np.concatenate(at)
+        measured["loss"] = np.concatenate(losses) if len(losses) > 1 else losses[0]
+        steps = np.arange(self._drained, self._drained + done) + step_offset
+        self._drained = count
+        self.pending = []
+        rows = {name: where for name in self.names if name != "loss"}
+        values = {name: measured[name] for name in self.names}
+        return DrainedRows(steps, values, None, 0, False, rows)
+
     def _written_rows(self, pack: tuple) -> np.ndarray:
         """The ``(n, width)`` written rows of one transferred :meth:`pack` or
         :meth:`pack_sparse` output (the sparse one expanded: NaN where not measured)."""
         if len(pack) == 2:  # pack(): dense, first column = written
             matrix = pack[0]
             return matrix[matrix[:, 0] > 0.5, 1:]
-        losses, measured, positions, _ = pack
+        losses, measured, positions, _ = pack  # mixed with dense packs: expanded
         matrix = np.full((losses.shape[0], self.width), np.nan, np.float32)
         matrix[positions] = measured
         matrix[:, self.columns["loss"][0]] = losses
@@ -273,10 +304,12 @@ class Recorder:
                 self.pending = []
                 empty = np.zeros((0, self.width), np.float32)
                 return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None, 0, True)
-            matrices = [self._written_rows(pack) for pack in packs]
-            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
             status = packs[-1][-1]
             count, halted, bad_step = (int(v) for v in status[:3])
+            if all(len(pack) == 4 for pack in packs):  # fast frames: stay sparse
+                return self._drain_sparse(packs, count, step_offset)
+            matrices = [self._written_rows(pack) for pack in packs]
+            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
             rows = np.arange(self._drained, self._drained + matrix.shape[0])
             bad_cols, lost = status[4:], 0
         elif "rows" not in ring:  # no buffer and no frame noted (none ran): nothing new

@@ -394,7 +394,7 @@ class Session:
             ]
             rows = self.recorder.drain(self.ring)
         before = self.step_count
-        self._history.extend(rows.steps, rows.values)
+        self._history.extend(rows.steps, rows.values, rows.measured)
         self.step_count = self.recorder.written
         if rows.failure is not None and self._history.failure is None:
             names = ", ".join(rows.failure["quantities"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from etp_viz.explorer.history import History
 from etp_viz.explorer.recorder import Recorder
 
 
@@ -20,7 +21,7 @@ def _sparse(recorder, ring, losses, measured, positions, suspect=False):
     )
 
 
-def test_a_sparse_frame_expands_to_a_row_per_step_nan_where_not_measured():
+def test_a_sparse_frame_drains_sparse_and_expands_to_a_row_per_step():
     recorder = _recorder()
     ring = recorder.init(rows=False)
     assert "rows" not in ring
@@ -29,11 +30,27 @@ def test_a_sparse_frame_expands_to_a_row_per_step_nan_where_not_measured():
     rows = recorder.drain(ring, step_offset=10)
     assert rows.steps.tolist() == [10, 11, 12, 13, 14] and rows.failure is None
     assert rows.values["loss"].tolist() == [5.0, 4.0, 3.0, 2.0, 1.0]
-    grad = rows.values["grad_norm/W"]
+    assert rows.measured["grad_norm/W"].tolist() == [1, 4] and "loss" not in rows.measured
+    assert rows.values["grad_norm/W"].tolist() == [1.0, 4.0]  # the measured rows only
+    grad = rows.dense("grad_norm/W")
     assert np.isnan(grad[[0, 2, 3]]).all() and grad[[1, 4]].tolist() == [1.0, 4.0]
-    assert rows.values["df/r0.g0"].shape == (5, 2)
-    assert rows.values["df/r0.g0"][4].tolist() == [5.0, 6.0]
+    assert rows.dense("df/r0.g0").shape == (5, 2)
+    assert rows.dense("df/r0.g0")[4].tolist() == [5.0, 6.0]
     assert recorder.written == 5
+    # two frames in one drain: the second frame's rows are offset by the first's length
+    recorder.pending = [
+        _sparse(recorder, ring, [1.0, 1.0], [[0.0, 7.0, 0.0, 0.0]], [1]),
+        _sparse(recorder, ring, [2.0, 2.0, 2.0], [[0.0, 8.0, 0.0, 0.0]], [2]),
+    ]
+    rows = recorder.drain(ring)
+    assert rows.steps.tolist() == [5, 6, 7, 8, 9] and rows.measured["grad_norm/W"].tolist() == [
+        1,
+        4,
+    ]
+    history = History()
+    history.extend(rows.steps, rows.values, rows.measured)
+    np.testing.assert_array_equal(history["grad_norm/W"], rows.dense("grad_norm/W"))
+    np.testing.assert_array_equal(history.loss, [1.0, 1.0, 2.0, 2.0, 2.0])
 
 
 def test_sparse_and_dense_frames_drain_together_in_order():
