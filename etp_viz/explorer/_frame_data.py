@@ -47,6 +47,24 @@ class FrameData:
         tail = FrameData(*self.slice(n, self.num_steps), self.num_steps - n, self.error)
         return head, tail
 
+    @staticmethod
+    def join(parts: list[FrameData]) -> FrameData:
+        """Consecutive frames' data as one (the last part's user error goes with it)."""
+        error = parts[-1].error
+        parts = [part for part in parts if part.num_steps]
+        if len(parts) <= 1:
+            only = parts[0] if parts else FrameData(None, None, 0, None)
+            return FrameData(only.xs, only.ys, only.num_steps, error)
+
+        def join(*leaves: Any) -> Any:
+            if any(isinstance(leaf, jax.Array) for leaf in leaves):
+                return jnp.concatenate([jnp.asarray(leaf) for leaf in leaves])
+            return np.concatenate(leaves)
+
+        xs = jax.tree.map(join, *[part.xs for part in parts])
+        ys = jax.tree.map(join, *[part.ys for part in parts])
+        return FrameData(xs, ys, sum(part.num_steps for part in parts), error)
+
     def pair(self, index: int) -> tuple[Any, Any]:
         """One step's ``(x_t, y_t)`` (for the fidelity meter's window)."""
         return jax.tree.map(lambda a: a[index], self.xs), jax.tree.map(lambda a: a[index], self.ys)

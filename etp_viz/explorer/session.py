@@ -376,15 +376,19 @@ class Session:
     def _land(self) -> int:
         """Wait for the oldest flight, pull its rows (one transfer) into the history; returns
         its steps. A suspect flight (a non-finite value somewhere) is replayed step-checked
-        from its start states, and the flights after it are dropped (their data is kept for
-        the next run)."""
+        from its start states, and the flights after it are dropped (their data, and what was
+        gathered after them, is kept for the next frames: an iterable loses nothing)."""
         flight = self._flights.popleft()
         self.recorder.pending = flight.packs
         rows = self.recorder.drain(self.ring)
         if rows.suspect:
             if self._flights:
                 later, self._flights = self._flights, deque()
-                self._prefetched = (later[0].start, later[0].data)
+                parts = [f.data for f in later]
+                ahead = self._prefetched
+                if ahead is not None and ahead[0] == later[-1].start + later[-1].data.num_steps:
+                    parts.append(ahead[1])
+                self._prefetched = (later[0].start, FrameData.join(parts))
             saved, self.ring, self.opt_state = flight.snapshot
             restore_states(saved)
             careful = self._frame(True, flight.every)
@@ -427,17 +431,20 @@ class Session:
         before the next (the meter replays windows from the session's current state).
         """
         depth = 1 if self._fidelity is not None else 2
-        launched = 0
+        first = self.step_count
         started = time.perf_counter()
         try:
-            while (n_steps is None or launched < n_steps) and not self._pause_requested.is_set():
+            while not self._pause_requested.is_set():
+                # steps landed or in flight (a replay drops the flights after it: recounted)
+                start = self.step_count + sum(f.data.num_steps for f in self._flights)
+                launched = start - first
+                if n_steps is not None and launched >= n_steps:
+                    break
                 todo = following = frame_size()
                 if n_steps is not None:
                     todo = min(todo, n_steps - launched)
                     following = min(following, n_steps - launched - todo)
-                start = self.step_count + sum(f.data.num_steps for f in self._flights)
                 dispatched = self._launch(start, todo, following)
-                launched += dispatched
                 if dispatched == 0:
                     break
                 while len(self._flights) >= depth:

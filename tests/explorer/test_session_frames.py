@@ -320,3 +320,31 @@ def test_frames_after_the_first_do_not_compile(caplog):
         session.run(32 * 5, background=False)
     compiles = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
     assert compiles == [] and session.history.num_steps == 64 + 32 * 5
+
+
+def test_a_replay_that_finds_nothing_keeps_every_later_step_of_an_iterable():
+    """A frame reported suspect whose step-checked replay finds no failure (a NaN that does
+    not come back): the frames in flight after it are dropped, and their data and the data
+    gathered ahead are run next, so a one-shot iterable loses no step."""
+    from etp_viz.explorer._frame_step import build_frame
+
+    pairs = [sine_data(t) for t in range(80)]
+    session = tiny(data=iter(pairs), steps_per_frame=16, record_every=4)
+    clean = tiny(data=iter(pairs), steps_per_frame=16, record_every=4)
+    fast = build_frame(session, careful=False)
+    calls = []
+
+    def first_call_suspect(*args):
+        ring, opt_state, packed = fast(*args)
+        calls.append(1)
+        if len(calls) == 1:  # the first frame claims a non-finite value
+            packed = (*packed[:3], packed[3].at[3].set(1))
+        return ring, opt_state, packed
+
+    session._frames[(False, 4)] = first_call_suspect
+    session.run(80, background=False)
+    clean.run(80, background=False)
+    assert (True, 4) in session._frames  # the replay ran
+    assert session.history.failure is None and session.step_count == 80
+    np.testing.assert_array_equal(session.history.steps, np.arange(80))
+    np.testing.assert_allclose(session.history.loss, clean.history.loss, rtol=1e-6)
