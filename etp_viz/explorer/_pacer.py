@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["AUTO_FIRST_FRAME", "FRAME_SECONDS", "MIN_RECORD_EVERY", "RECORD_SECONDS", "Pacer"]
+__all__ = [
+    "AUTO_FIRST_FRAME",
+    "FRAME_SECONDS",
+    "MIN_RECORD_EVERY",
+    "RECORD_SECONDS",
+    "Pacer",
+    "frame_option",
+]
 
 #: The frame duration ``steps_per_frame='auto'`` aims at (seconds): ~20 UI updates a second.
 FRAME_SECONDS = 0.05
@@ -31,6 +38,26 @@ RECORD_SECONDS = 2e-3
 MIN_RECORD_EVERY = 32
 #: Timed frames the step-time estimate looks back on.
 WINDOW = 4
+
+
+def frame_option(value: int | str, name: str) -> int | str:
+    """``'auto'`` or a positive int, else a ValueError naming the option.
+
+    >>> frame_option("auto", "record_every"), frame_option(8, "record_every")
+    ('auto', 8)
+    """
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool) or number != value:
+        raise ValueError(
+            f"`{name}` must be 'auto' or a positive integer, got {value!r}. Example: "
+            f"Session(model, x, task=task, {name}=64)."
+        )
+    return number
 
 
 def _power_of_two_below(value: float) -> int:
@@ -69,6 +96,8 @@ class Pacer:
 
     def __init__(self, steps_per_frame: int | str, record_every: int | str, capacity: int) -> None:
         self.capacity = max(1, int(capacity))
+        steps_per_frame = frame_option(steps_per_frame, "steps_per_frame")
+        record_every = frame_option(record_every, "record_every")
         self.auto_frames = steps_per_frame == "auto"
         self.auto_every = record_every == "auto"
         self.steps_per_frame = AUTO_FIRST_FRAME if self.auto_frames else int(steps_per_frame)

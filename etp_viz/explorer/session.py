@@ -56,7 +56,7 @@ import numpy as np
 
 from ._frame_data import FrameData, gather_frame
 from ._frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
-from ._pacer import FRAME_SECONDS, Pacer
+from ._pacer import FRAME_SECONDS, Pacer, frame_option
 from ._probe import Probe
 from ._sources import (
     DataSource,
@@ -145,6 +145,8 @@ class Session:
     def __init__(self, model: Any, x: Any, **options: Any) -> None:
         check_options(options, SESSION_OPTIONS, "Session")
         opts = {**SESSION_OPTIONS, **options}
+        spf = frame_option(opts["steps_per_frame"], "steps_per_frame")
+        every = frame_option(opts["record_every"], "record_every")
         if opts["task"] is not None and opts["data"] is not None:
             raise ValueError("Give either `task` or `data`, not both.")
         source = opts["data"] if opts["data"] is not None else opts["task"]
@@ -165,7 +167,6 @@ class Session:
         self.algorithm.compile_graph(x)
         self.probe = Probe(self.algorithm, model)
         self.params = self.probe.param_states
-        spf, every = opts["steps_per_frame"], opts["record_every"]
         capacity = max(int(opts["capacity"]), 1 if spf == "auto" else int(spf))
         self._pacer = Pacer(spf, every, capacity)
         self.recorder = Recorder(self.probe.spec(), capacity=capacity, checks=self.probe.checks())

@@ -103,6 +103,13 @@ def test_unknown_option_lists_valid_ones():
         make_session(stpes=3)
 
 
+@pytest.mark.parametrize("option", ["steps_per_frame", "record_every"])
+@pytest.mark.parametrize("value", ["fast", 0, -4, 2.5, True])
+def test_bad_frame_options_say_what_is_allowed(option, value):
+    with pytest.raises(ValueError, match=rf"`{option}` must be 'auto' or a positive integer"):
+        make_session(**{option: value})
+
+
 def test_bad_algorithm_name_lists_valid_ones():
     with pytest.raises(ValueError, match=r"Unknown algorithm 'bptt'.*d_rtrl"):
         make_session(algorithm="bptt")
