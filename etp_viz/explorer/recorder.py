@@ -91,7 +91,8 @@ class Recorder:
     spec : dict[str, tuple[int, ...]]
         Metric name → per-step shape (``()`` for scalars). Order is kept.
     capacity : int
-        Rows kept on device; the host must drain at least this often (the session does).
+        Rows of the ring (``init()``): drain at least this often. The live session, whose
+        ring has no rows, uses it as the most steps one frame records.
     dtype : dtype
         Storage type of every buffer (float32: what the front end reads).
     """
