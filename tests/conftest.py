@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import sys
+
 import jax
 import pytest
 
@@ -18,3 +21,15 @@ def x64():
         yield
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """solara's test server (the comm browser test) listens on a fixed default port: give it a
+    free one, so two test runs on one machine do not collide (``--solara-port`` still wins)."""
+    if getattr(config.option, "solara_port", None) is None:
+        return
+    if any(arg.startswith("--solara-port") for arg in sys.argv):
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        config.option.solara_port = probe.getsockname()[1]
