@@ -56,13 +56,13 @@ class FrameData:
             only = parts[0] if parts else FrameData(None, None, 0, None)
             return FrameData(only.xs, only.ys, only.num_steps, error)
 
-        def join(*leaves: Any) -> Any:
+        def concat(*leaves: Any) -> Any:
             if any(isinstance(leaf, jax.Array) for leaf in leaves):
                 return jnp.concatenate([jnp.asarray(leaf) for leaf in leaves])
             return np.concatenate(leaves)
 
-        xs = jax.tree.map(join, *[part.xs for part in parts])
-        ys = jax.tree.map(join, *[part.ys for part in parts])
+        xs = jax.tree.map(concat, *[part.xs for part in parts])
+        ys = jax.tree.map(concat, *[part.ys for part in parts])
         return FrameData(xs, ys, sum(part.num_steps for part in parts), error)
 
     def pair(self, index: int) -> tuple[Any, Any]:

@@ -131,10 +131,10 @@ class DataSource:
         except Exception as error:  # noqa: BLE001 - any user failure is reported, not fatal
             return pairs, UserCodeError("data", t, error)
         try:  # every step gave a pair? (checked in C; the slow scan only to name a bad one)
-            bad = None if set(map(len, pairs)) <= {2} else -1
+            all_pairs = set(map(len, pairs)) <= {2}
         except TypeError:
-            bad = -1
-        if bad is not None:
+            all_pairs = False
+        if not all_pairs:
             bad = next(k for k, pair in enumerate(pairs) if not _is_pair(pair))
             try:
                 self(start + bad)  # raises the error a single call gives

@@ -57,7 +57,8 @@ class _Grow:
     def append(self, rows: np.ndarray) -> None:
         end = self.size + rows.shape[0]
         if end > self.buffer.shape[0]:
-            bigger = np.zeros((max(end, 2 * self.size, 64), *self.buffer.shape[1:]), rows.dtype)
+            size = max(end, 2 * self.size, 64)
+            bigger = np.zeros((size, *self.buffer.shape[1:]), self.buffer.dtype)
             bigger[: self.size] = self.buffer[: self.size]
             self.buffer = bigger
         self.buffer[self.size : end] = rows
@@ -85,7 +86,8 @@ class _Column:
         self.rows.append(np.asarray(rows, np.int64))
         self.values.append(np.asarray(values))
 
-    def append(self, first_row: int, values: np.ndarray, total_before: int) -> None:
+    def append(self, first_row: int, values: np.ndarray) -> None:
+        """Rows ``first_row..`` of a dense block; rows that are NaN throughout are skipped."""
         values = np.asarray(values)
         if np.issubdtype(values.dtype, np.floating) and values.size:
             flat = values.reshape(values.shape[0], -1)
@@ -93,7 +95,7 @@ class _Column:
         else:
             keep = np.ones((values.shape[0],), bool)
         complete = bool(keep.all())
-        self.every_row = self.every_row and complete and self.rows.size == total_before
+        self.every_row = self.every_row and complete and self.rows.size == first_row
         rows = first_row + (np.arange(values.shape[0]) if complete else np.flatnonzero(keep))
         self.rows.append(rows.astype(np.int64))
         self.values.append(values if complete else values[keep])
@@ -114,8 +116,10 @@ class _Column:
 class History:
     """Everything a session recorded, on the host, as numpy arrays.
 
-    Parameters and attributes
-    -------------------------
+    Parameters
+    ----------
+    (each is also an attribute of the same name)
+
     steps : numpy.ndarray
         Global step numbers, shape ``(T,)``.
     metrics : dict[str, numpy.ndarray]
@@ -142,7 +146,7 @@ class History:
         self.fidelity = list(fidelity or [])
         self.failure = failure
         self.meta = dict(meta or {})
-        self.clear_steps()
+        self._clear_steps()
         if steps is not None:
             self.extend(steps, metrics or {})
 
@@ -221,30 +225,28 @@ class History:
         total = self.num_steps
         for name, rows in values.items():
             rows = np.asarray(rows)
-            if measured is not None and name in measured:
-                if name not in self._columns:
-                    self._columns[name] = _Column(rows.shape[1:], rows.dtype)
-                    self._columns[name].every_row = False
-                self._columns[name].append_rows(total + np.asarray(measured[name]), rows)
-                continue
-            if rows.shape[0] != steps.size:
+            at = None if measured is None else measured.get(name)
+            if at is None and rows.shape[0] != steps.size:
                 raise ValueError(
                     f"History.extend: metric {name!r} has {rows.shape[0]} rows for "
                     f"{steps.size} steps."
                 )
             if name not in self._columns:
                 self._columns[name] = _Column(rows.shape[1:], rows.dtype)
-            self._columns[name].append(total, rows, total)
+            if at is None:
+                self._columns[name].append(total, rows)
+            else:
+                self._columns[name].append_rows(total + np.asarray(at), rows)
         self._steps.append(steps)
 
-    def clear_steps(self) -> None:
+    def _clear_steps(self) -> None:
         """Forget every recorded step and metric (fidelity, failure and meta are kept)."""
         self._steps = _Grow((), np.int64)
         self._columns: dict[str, _Column] = {}
 
     def clear(self) -> None:
         """Forget every recorded step (meta is kept)."""
-        self.clear_steps()
+        self._clear_steps()
         self.fidelity = []
         self.failure = None
 

@@ -9,8 +9,9 @@ so a step's recording is one concatenation. Two ways to use it:
   (:meth:`Recorder.pack_sparse`), the step-checked replay a row per step (:meth:`Recorder.pack`,
   built with :meth:`Recorder.check_row` in its scan body). Its size is bounded by the frame
   length (``capacity`` at most). Nothing leaves the device during a frame; the host pulls
-  each frame's record **once per UI frame** with :meth:`Recorder.drain`, which expands it to a
-  row per step (NaN: not measured).
+  each frame's record **once per UI frame** with :meth:`Recorder.drain`, which keeps it
+  sparse (``DrainedRows.measured``; :meth:`DrainedRows.dense` gives a row per step, NaN where
+  not measured).
 - **a plain ring** (``init()``): a ``(capacity, width)`` device buffer written with
   :meth:`Recorder.write` / :meth:`Recorder.write_rows` inside a jitted step and drained
   from the ring.
@@ -81,6 +82,13 @@ class DrainedRows:
         out = np.full((self.steps.shape[0], *values.shape[1:]), np.nan, values.dtype)
         out[self.measured[name]] = values
         return out
+
+
+def _status_vector(status: dict[str, Any], suspect: Any) -> jax.Array:
+    """``[count, halted, bad_step, suspect, *bad_cols]`` as one int32 vector (traceable)."""
+    head = [status["count"], status["halted"].astype(jnp.int32), status["bad_step"]]
+    head.append(jnp.asarray(suspect, jnp.int32))
+    return jnp.concatenate([jnp.stack(head), status["bad_cols"].astype(jnp.int32)])
 
 
 class Recorder:
@@ -212,16 +220,8 @@ class Recorder:
         plus the status as one int32 vector: what the host transfers (traceable).
         ``suspect``: the frame saw a non-finite value it did not locate (the session's fast
         frame); :meth:`drain` then returns no rows and ``DrainedRows.suspect``."""
-        head = jnp.stack(
-            [
-                status["count"],
-                status["halted"].astype(jnp.int32),
-                status["bad_step"],
-                jnp.asarray(suspect, jnp.int32),
-            ]
-        )
-        status_vec = jnp.concatenate([head, status["bad_cols"].astype(jnp.int32)])
-        return jnp.concatenate([written.astype(self.dtype)[:, None], rows], axis=1), status_vec
+        matrix = jnp.concatenate([written.astype(self.dtype)[:, None], rows], axis=1)
+        return matrix, _status_vector(status, suspect)
 
     def pack_sparse(
         self,
@@ -236,29 +236,22 @@ class Recorder:
         their positions in the frame (``(m,)``, static), plus :meth:`pack`'s status vector.
         Nothing of size ``n x width`` is built on the device; :meth:`drain` expands it (NaN:
         "not measured"). Every row is written (a fast frame does not halt part-way)."""
-        head = [status["count"], status["halted"].astype(jnp.int32), status["bad_step"]]
-        head.append(jnp.asarray(suspect, jnp.int32))
-        status_vec = jnp.concatenate([jnp.stack(head), status["bad_cols"].astype(jnp.int32)])
         where = jnp.asarray(np.asarray(positions, np.int32))
+        status_vec = _status_vector(status, suspect)
         return losses.astype(self.dtype), measured.astype(self.dtype), where, status_vec
 
-    def _drain_sparse(self, packs: list[tuple], count: int, step_offset: int) -> DrainedRows:
-        """:meth:`pack_sparse` outputs as rows: the loss dense, the other metrics at their
-        measured rows only (no ``steps x metrics`` array on the host either)."""
-        losses = [pack[0] for pack in packs]
+    def _sparse_rows(self, packs: list[tuple]) -> tuple:
+        """:meth:`pack_sparse` outputs as ``(n, values, measured)``: the loss dense, the
+        other metrics at their measured rows only (no ``steps x metrics`` array on the host
+        either)."""
         at, done = [], 0
         for pack in packs:
             at.append(pack[2].astype(np.int64) + done)
             done += pack[0].shape[0]
-        measured = self.unpack(np.concatenate([pack[1] for pack in packs]))
+        values = self.unpack(np.concatenate([pack[1] for pack in packs]))
+        values["loss"] = np.concatenate([pack[0] for pack in packs])
         where = np.concatenate(at)
-        measured["loss"] = np.concatenate(losses) if len(losses) > 1 else losses[0]
-        steps = np.arange(self._drained, self._drained + done) + step_offset
-        self._drained = count
-        self.pending = []
-        rows = {name: where for name in self.names if name != "loss"}
-        values = {name: measured[name] for name in self.names}
-        return DrainedRows(steps, values, None, 0, False, rows)
+        return done, values, {name: where for name in self.names if name != "loss"}
 
     def _written_rows(self, pack: tuple) -> np.ndarray:
         """The ``(n, width)`` written rows of one transferred :meth:`pack` or
@@ -307,12 +300,14 @@ class Recorder:
                 return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None, 0, True)
             status = packs[-1][-1]
             count, halted, bad_step = (int(v) for v in status[:3])
+            bad_cols, lost, measured = status[4:], 0, None
             if all(len(pack) == 4 for pack in packs):  # fast frames: stay sparse
-                return self._drain_sparse(packs, count, step_offset)
-            matrices = [self._written_rows(pack) for pack in packs]
-            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
-            rows = np.arange(self._drained, self._drained + matrix.shape[0])
-            bad_cols, lost = status[4:], 0
+                n, values, measured = self._sparse_rows(packs)
+            else:
+                matrices = [self._written_rows(pack) for pack in packs]
+                matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+                n, values = matrix.shape[0], self.unpack(matrix)
+            rows = np.arange(self._drained, self._drained + n)
         elif "rows" not in ring:  # no buffer and no frame noted (none ran): nothing new
             empty = np.zeros((0, self.width), np.float32)
             return DrainedRows(np.zeros((0,), np.int64), self.unpack(empty), None)
@@ -322,12 +317,12 @@ class Recorder:
             first = max(self._drained, count - self.capacity)
             lost = first - self._drained
             rows = np.arange(first, count)
-            matrix = np.asarray(host["rows"])[rows % self.capacity]
+            values = self.unpack(np.asarray(host["rows"])[rows % self.capacity])
             halted, bad_step, bad_cols = host["halted"], host["bad_step"], host["bad_cols"]
-        values = self.unpack(matrix)
+            measured = None
         self._drained = count
         self.pending = []
         failure = None
         if bool(halted):
             failure = {"step": int(bad_step) + step_offset, "quantities": self.bad_names(bad_cols)}
-        return DrainedRows(rows + step_offset, values, failure, lost)
+        return DrainedRows(rows + step_offset, values, failure, lost, False, measured)

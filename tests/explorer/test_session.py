@@ -200,5 +200,11 @@ def test_history_grows_in_amortised_buffers_and_stores_measured_rows_only():
     assert history._columns["grad_norm/W"].values.size == 2
     np.testing.assert_array_equal(history.recent("grad_norm/W", 5), dense[-5:])
     np.testing.assert_array_equal(history.recent("loss", 1000), history.loss)
+    # a reader between a concurrent extend's column append and its steps append sees only
+    # the steps recorded so far
+    history._columns["grad_norm/W"].append_rows(np.array([211]), np.array([7.0]))
+    history._columns["loss"].append(211, np.array([1.0]))
+    assert history["grad_norm/W"].shape == history.loss.shape == (211,)
+    np.testing.assert_array_equal(history["grad_norm/W"], dense)
     history.clear()
     assert history.num_steps == 0 and history.metrics == {}
