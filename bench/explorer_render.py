@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/explorer_render.py [--repeats 5] [--out FILE.json]
 
-On the REAL view model of the ~2,000-equation stack (tests/explorer/models.py
+On the REAL view model of the ~2,000-equation stack (tests/view/models.py
 ``make_deep_stack``: ``build_view_model(compile_etrace_graph(model, x))``; jit bodies are
 inlined, so the viewer groups it into module clusters, 16 layers a range) it measures, in the page:
   first_render_ms  widget.render() -> first graph mounted (index + worker start + wasm load +

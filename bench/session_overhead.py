@@ -44,8 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from etp_viz.explorer._sources import build_algorithm
-from etp_viz.explorer.session import Session
+from etp_viz.live.session import Session
+from etp_viz.live.sources import build_algorithm
 
 
 def bare_algorithm(args, session: Session):
@@ -104,8 +104,7 @@ def bare_scanned(alg, params, loss_fn):
 
 def build(name: str, hidden: int, steps: int):
     """``(model, x0, session data options, host pairs)`` of a benchmark model."""
-    from etp_viz import nn
-    from etp_viz.explorer import tasks
+    from etp_viz import nn, tasks
 
     if name == "sine":
         task = tasks.SineRegression()  # unbatched

@@ -1,8 +1,9 @@
 """etp_viz: eligibility-trace propagation (D-RTRL, ES-D-RTRL) for recurrent and spiking
 networks in JAX, with an interactive Jupyter explorer.
 
-This module only re-exports. The engine (``ops``, ``compiler``, ``learn``, ``nn``) imports
-without the widget stack; explorer names are resolved lazily on first use.
+This module only re-exports. The engine (``ops``, ``compiler``, ``learn``, ``nn``) is imported
+eagerly; ``tasks``, ``live``, ``view``, ``plot``, ``explorer``, ``show`` and ``Explorer`` are
+resolved on first use (only ``explorer`` needs the widget packages).
 """
 
 __version__ = "0.1.0"
@@ -66,24 +67,33 @@ from .learn import MultiStepData as MultiStepData
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .learn import pp_prop as pp_prop
 
-# --- explorer (lazy: needs the [explorer] extra) ----------------------------------------
-_EXPLORER_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.live"}
-# Whole explorer modules exposed as namespaces (`etp_viz.plot.loss(history)`).
-_EXPLORER_MODULES = {"plot": "etp_viz.explorer.plots", "tasks": "etp_viz.explorer.tasks"}
+# --- lazy: tasks, live runs, the view model, plots, and the widget ----------------------------
+#: Subpackages / modules exposed as namespaces, imported on first use (`etp_viz.live.Session`,
+#: `etp_viz.plot.loss(history)`), so ``import etp_viz`` stays the engine only.
+_LAZY_MODULES = {
+    "tasks": "etp_viz.tasks",
+    "live": "etp_viz.live",
+    "view": "etp_viz.view",
+    "plot": "etp_viz.plot",
+    "explorer": "etp_viz.explorer",
+}
+#: Names from the widget layer (needs the [explorer] extra: anywidget, ipywidgets).
+_LAZY_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.show"}
 
 
 def __getattr__(name: str):
-    """Explorer names resolve on first use, so ``import etp_viz`` never imports anywidget."""
-    if name in _EXPLORER_MODULES:
-        import importlib
+    """Lazy names resolve on first use, so ``import etp_viz`` never imports anywidget."""
+    import importlib
 
-        value = importlib.import_module(_EXPLORER_MODULES[name])
-        globals()[name] = value
-        return value
-    if name in _EXPLORER_NAMES:
-        import importlib
+    if name in _LAZY_MODULES:
+        value = importlib.import_module(_LAZY_MODULES[name])
+    elif name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    else:
+        raise AttributeError(f"module 'etp_viz' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-        value = getattr(importlib.import_module(_EXPLORER_NAMES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'etp_viz' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_MODULES, *_LAZY_NAMES})

@@ -46,7 +46,7 @@ def _progress(done: int, total: int, started: float, loss: float | None) -> None
 
 def _demo_setup(task_name: str) -> tuple[Any, Any, dict[str, Any], str]:
     """``(model, x0, session data options, description)`` for a teaching task's name."""
-    from etp_viz.explorer import tasks
+    from etp_viz import tasks
 
     try:
         task = tasks.get_task(task_name)

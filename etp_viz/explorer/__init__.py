@@ -1,9 +1,11 @@
-"""etp_viz.explorer: the view model, its DOT rendering and (with the [explorer] extra) the widget.
+"""etp_viz.explorer: the Jupyter widget (anywidget), ``show()`` and the offline HTML export.
 
-``view_model`` and ``dot`` import without anywidget/ipywidgets.
+Needs the ``[explorer]`` extra (anywidget, ipywidgets). ``widget`` holds the static
+:class:`Explorer`; ``show`` binds it to a live :class:`etp_viz.live.Session`
+(:class:`LiveExplorer`); ``export`` writes one self-contained page; ``bundle`` finds the built
+front end (``js/`` → ``static/``).
 """
 
-from .dot import render_svg as render_svg
-from .dot import to_dot as to_dot
-from .view_model import ViewModel as ViewModel
-from .view_model import build_view_model as build_view_model
+from .show import LiveExplorer as LiveExplorer
+from .show import show as show
+from .widget import Explorer as Explorer

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .widget import STANDALONE_BUNDLE, bundle_text
+from .bundle import STANDALONE_BUNDLE, bundle_text
 
 #: A minimal anywidget model over a plain state dict (no kernel). Requests to Python are
 #: answered with an error saying there is no kernel. Also used by the browser-test harness.

@@ -31,22 +31,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-STATIC = Path(__file__).parent / "static"
-BUNDLE = STATIC / "widget.js"
-STANDALONE_BUNDLE = STATIC / "widget.standalone.js"
-MISSING_BUNDLE = (
-    "the explorer front end is not built ({path} is missing). Run scripts/setup.sh "
-    "(or: cd js && npm ci && npm run build)."
-)
-# Shown in place of the widget when the bundle is missing, so the notebook still says why.
-_MISSING_ESM = """
-export default { render({ model, el }) {
-  const div = document.createElement("div");
-  div.style.cssText = "color:#8a1c1c;background:#fdecea;padding:6px;font-family:monospace";
-  div.textContent = "etp_viz: " + MESSAGE;
-  el.append(div);
-} };
-"""
+from .bundle import MISSING_ESM, bundle_text
 
 #: Display options of the widget and their defaults (view-model options are passed through
 #: to ``build_view_model``).
@@ -63,16 +48,9 @@ SELECTION_KINDS = ("node", "weight", "group", "diagnostic", "relation", "cluster
 STATIC_SVG_MAX_NODES = 300
 
 
-def bundle_text(path: Path = BUNDLE) -> str:
-    """The built front end, or a clear error naming the setup step."""
-    if not path.is_file():
-        raise FileNotFoundError(MISSING_BUNDLE.format(path=path))
-    return path.read_text(encoding="utf-8")
-
-
 def _view_model_options() -> dict[str, Any]:
     try:
-        from .view_model import VIEW_MODEL_OPTIONS
+        from etp_viz.view.model import VIEW_MODEL_OPTIONS
     except ImportError:  # the view model module is optional for JSON-fed explorers
         return {}
     return dict(VIEW_MODEL_OPTIONS)
@@ -117,7 +95,7 @@ def to_view_model(obj: Any, **vm_options: Any) -> tuple[dict[str, Any], Any]:
     if hasattr(obj, "to_json") and hasattr(obj, "nodes"):
         return obj.to_json(), obj
     graph = getattr(obj, "graph", obj)
-    from .view_model import build_view_model
+    from etp_viz.view.model import build_view_model
 
     vm = build_view_model(graph, **vm_options)
     return vm.to_json(), vm
@@ -155,7 +133,7 @@ class Explorer(anywidget.AnyWidget):
         try:
             return bundle_text()
         except FileNotFoundError as error:
-            return _MISSING_ESM.replace("MESSAGE", json.dumps(str(error)))
+            return MISSING_ESM.replace("MESSAGE", json.dumps(str(error)))
 
     def __init__(self, graph: Any = None, *, view_model: Any = None, **options: Any):
         expanded = options.pop("expanded", None)
@@ -314,11 +292,11 @@ class Explorer(anywidget.AnyWidget):
         return self.summary().splitlines()[0]
 
     def to_dot(self, *, expanded: Any = None) -> str:
-        """DOT text of the current expansion state (from ``etp_viz.explorer.dot``)."""
+        """DOT text of the current expansion state (from ``etp_viz.view.dot``)."""
         try:
-            from . import dot
+            from etp_viz.view import dot
         except ImportError as error:
-            raise RuntimeError("etp_viz.explorer.dot is not available") from error
+            raise RuntimeError("etp_viz.view.dot is not available") from error
         vm = self._vm_object if self._vm_object is not None else _namespace(self.view_model)
         return dot.to_dot(
             vm,
@@ -329,7 +307,7 @@ class Explorer(anywidget.AnyWidget):
     def static_svg(self) -> str | None:
         """SVG via a ``dot`` executable (None when there is none or the graph is too big)."""
         try:
-            from .dot import render_svg, visible_nodes
+            from etp_viz.view.dot import render_svg, visible_nodes
         except ImportError:
             return None
         vm = self._vm_object if self._vm_object is not None else _namespace(self.view_model)

@@ -9,7 +9,7 @@
 /**
  * @typedef {object} WidgetTraits  Every synced trait of the Python widgets, in one place:
  *   etp_viz/explorer/widget.py `Explorer` (view_model … live_panels) and
- *   etp_viz/explorer/live.py `LiveExplorer(Explorer)` (live_status). `live_history` is not a
+ *   etp_viz/explorer/show.py `LiveExplorer(Explorer)` (live_status). `live_history` is not a
  *   trait: LiveExplorer.frontend_state() adds it to the state a saved page embeds
  *   (etp_viz/explorer/export.py), and the live region reads it with model.get() like a trait.
  *   tests/explorer/test_widget_traits.py checks this list against the Python classes.
@@ -27,7 +27,7 @@
  */
 
 /**
- * @typedef {object} LiveStatus  `LiveExplorer.live_status` (etp_viz/explorer/live.py `_update_status`).
+ * @typedef {object} LiveStatus  `LiveExplorer.live_status` (etp_viz/explorer/show.py `_update_status`).
  * @property {number} step
  * @property {boolean} running
  * @property {boolean} [halted]
@@ -39,7 +39,7 @@
  */
 
 /**
- * @typedef {object} LiveHistory  `History.to_json()` (etp_viz/explorer/history.py): non-finite values are null.
+ * @typedef {object} LiveHistory  `History.to_json()` (etp_viz/live/history.py): non-finite values are null.
  * @property {number[]} steps
  * @property {Record<string, (number | null)[] | (number | null)[][]>} [metrics]
  * @property {{step: number, cosine: number | null, rel_error: number | null}[]} [fidelity]

@@ -4,6 +4,7 @@ import { smooth, quantile, symmetricRange, relationOf, relationMagnitudes, serie
 import { diverging, sequential } from "../src/live/colormap.js";
 import { logPositions } from "../src/live/graph-colour.js";
 import { panelOf } from "../src/live/index.js";
+import { measuredRows } from "../src/live/plots.js";
 
 test("smoothing is an EMA that keeps NaN gaps", () => {
   assert.deepEqual([...smooth([1, 3, NaN, 5], 0)], [1, 3, NaN, 5]);
@@ -39,14 +40,21 @@ test("trace series map to relations; magnitudes combine groups and ES traces", (
 });
 
 test("a saved history becomes series (null -> NaN, heatmaps [T, units], fidelity [n, 3])", () => {
-  const history = { steps: [0, 1, 2], metrics: { loss: [3, null, 1], "df/r0.g0": [[1, 2], [3, 4], [5, 6]] },
+  const history = { steps: [0, 1, 2, 3], metrics: { loss: [3, null, 1, 2], "df/r0.g0": [[1, 2], [3, 4], [5, 6], [null, null]] },
     fidelity: [{ step: 2, cosine: 0.9, rel_error: 0.1 }] };
   const specs = [{ name: "loss", kind: "line" }, { name: "df/r0.g0", kind: "heatmap" }, { name: "fidelity", kind: "fidelity" }];
-  const series = seriesFromHistory(history, specs, 2);
-  assert.ok(Number.isNaN(series.get("loss").data[0]) && series.get("loss").lastStep === 2);
-  assert.deepEqual(series.get("df/r0.g0").shape, [2, 2]);
-  assert.deepEqual([...series.get("df/r0.g0").data], [3, 4, 5, 6]);
+  const series = seriesFromHistory(history, specs, 3);
+  assert.ok(Number.isNaN(series.get("loss").data[0]) && series.get("loss").lastStep === 3);
+  // heatmaps keep the measured rows only (the unmeasured step 3 is dropped), with their steps
+  assert.deepEqual(series.get("df/r0.g0").shape, [3, 2]);
+  assert.deepEqual([...series.get("df/r0.g0").data], [1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(series.get("df/r0.g0").steps, [0, 1, 2]);
   assert.deepEqual(series.get("fidelity").shape, [1, 3]);
   assert.equal(panelOf({ name: "trace_f/r0.g1", kind: "line" }), "traces");
   assert.equal(panelOf({ name: "loss", kind: "line" }), "loss");
+});
+
+test("heatmaps skip rows that were not measured", () => {
+  const data = Float32Array.from([NaN, NaN, 1, 2, NaN, NaN, 3, NaN]);
+  assert.deepEqual(measuredRows(data, 4, 2), [1, 3]);
 });

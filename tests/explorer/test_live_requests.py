@@ -7,10 +7,9 @@ import warnings
 import brainstate
 import pytest
 
-from etp_viz.explorer.live import LiveExplorer
-from etp_viz.explorer.session import Session
-
-from ._session_models import etp_sine
+from etp_viz.explorer.show import LiveExplorer
+from etp_viz.live.session import Session
+from tests.live.models import etp_sine
 
 
 def live_explorer(algorithm: str, **options) -> LiveExplorer:

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from etp_viz.explorer import export
-from etp_viz.explorer.widget import BUNDLE, DISPLAY_OPTIONS, Explorer, validate_options
+from etp_viz.explorer.bundle import BUNDLE
+from etp_viz.explorer.widget import DISPLAY_OPTIONS, Explorer, validate_options
 from tests.explorer.browser.real_view_models import real_view_model
 
 

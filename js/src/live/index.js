@@ -5,7 +5,7 @@
  * buffers (loss, trace magnitudes per relation, dh/dy and dh/dh heatmaps, fidelity), plus
  * graph nodes coloured by current trace magnitude with a legend.
  *
- * Python side: `LiveExplorer` in etp_viz/explorer/live.py (contract in docs/view-model.md,
+ * Python side: `LiveExplorer` in etp_viz/explorer/show.py (contract in docs/view-model.md,
  * "Live session"): `live_panels` declares panels, `{type: "live", name, shape, step}`
  * messages carry the recent window of a series, `live_status` the session state, requests
  * `live_step/run/pause/reset/set` drive it, `error` holds failures. A saved page (no kernel)
@@ -178,12 +178,13 @@ export class LivePanels {
    * @param {string} name
    * @param {Float32Array} data
    * @param {number[]} [shape]
-   * @param {{step?: number}} [meta]  the message (its `step`: global step of the last row)
+   * @param {{step?: number, steps?: number[]}} [meta]  the message (`step`: global step of the last
+   *   row; heatmaps: `steps`, the global step of each measured row)
    */
   update(name, data, shape, meta = {}) {
     const spec = this.specs.find((s) => s.name === name);
     if (!spec) throw new Error(`live data for unknown panel '${name}'`);
-    this.series.set(name, { data, shape: shape || [data.length], lastStep: meta.step ?? -1 });
+    this.series.set(name, { data, shape: shape || [data.length], lastStep: meta.step ?? -1, steps: Array.isArray(meta.steps) ? meta.steps : undefined });
     this.redraw(panelOf(spec));
     if (panelOf(spec) === "traces") this.colourGraph();
   }
@@ -212,7 +213,7 @@ export class LivePanels {
     if (!spec) return;
     const lastStep = series && series.lastStep >= 0 ? series.lastStep : undefined;
     if (spec.kind === "heatmap") {
-      drawHeatmap(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 0], { trim: this.settings.trim, lastStep });
+      drawHeatmap(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 0], { trim: this.settings.trim, lastStep, steps: series ? series.steps : undefined });
     } else if (spec.kind === "fidelity") {
       drawFidelity(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 3]);
     } else {

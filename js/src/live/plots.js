@@ -37,7 +37,7 @@ function emptyMessage(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {an
 }
 
 /** Axes frame with y labels (top/bottom) and x labels (first/last step). */
-function axes(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ box, /** @type {string[]} */ y, /** @type {string[]} */ x) {
+function axes(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ box, /** @type {string[]} */ y, /** @type {string[]} */ x, middle = "") {
   ctx.strokeStyle = AXIS;
   ctx.lineWidth = 1;
   ctx.strokeRect(box.x + 0.5, box.y + 0.5, box.w, box.h);
@@ -52,6 +52,10 @@ function axes(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ bo
   ctx.fillText(x[0], box.x, box.y + box.h + 2);
   ctx.textAlign = "right";
   ctx.fillText(x[1], box.x + box.w, box.y + box.h + 2);
+  if (middle) {
+    ctx.textAlign = "center";
+    ctx.fillText(middle, box.x + box.w / 2, box.y + box.h + 2);
+  }
   ctx.textBaseline = "alphabetic";
 }
 
@@ -126,12 +130,16 @@ export function drawLines(canvas, lines, options = {}) {
 }
 
 /**
- * Heatmap of `[T, units]` (time left to right, units top to bottom), diverging colours
- * centred at 0; the colour range is the `1 - trim` quantile of |v| (outliers saturate).
+ * Heatmap of `[k, units]` measured rows (time left to right, one column per measured step,
+ * units top to bottom), diverging colours centred at 0; the colour range is the `1 - trim`
+ * quantile of |v| (outliers saturate). Heavy metrics are measured every `record_every` steps:
+ * the rows are the measured steps only, and `steps` (their global step numbers) label the time
+ * axis. A row that is NaN throughout ("not measured", e.g. from an older sender) is skipped,
+ * so no column is ever a grey gap.
  * @param {HTMLCanvasElement} canvas
  * @param {Float32Array} data
  * @param {number[]} shape
- * @param {{trim?: number, lastStep?: number}} [options]
+ * @param {{trim?: number, lastStep?: number, steps?: number[]}} [options]
  * @returns {number | null}  the colour range (±) used
  */
 export function drawHeatmap(canvas, data, shape, options = {}) {
@@ -139,26 +147,43 @@ export function drawHeatmap(canvas, data, shape, options = {}) {
   if (!frame) return null;
   const { ctx, box } = frame;
   const [rows, units] = shape.length === 2 ? shape : [data.length, 1];
-  if (!rows || !units) { emptyMessage(ctx, box); return null; }
-  const range = symmetricRange(data, options.trim ?? 0.01);
-  const image = ctx.createImageData(rows, units);
-  for (let t = 0; t < rows; t++) {
+  const lastStep = options.lastStep ?? rows - 1;
+  const allSteps = options.steps && options.steps.length === rows ? options.steps : Array.from({ length: rows }, (_, t) => lastStep - rows + 1 + t);
+  const kept = measuredRows(data, rows, units);
+  if (!kept.length || !units) { emptyMessage(ctx, box, rows ? "no measured step yet" : "no data yet"); return null; }
+  const values = new Float32Array(kept.length * units);
+  kept.forEach((t, k) => values.set(data.subarray(t * units, (t + 1) * units), k * units));
+  const range = symmetricRange(values, options.trim ?? 0.01);
+  const columns = kept.length;
+  const image = ctx.createImageData(columns, units);
+  for (let k = 0; k < columns; k++) {
     for (let u = 0; u < units; u++) {
-      const rgb = diverging(data[t * units + u] / range);
-      const p = (u * rows + t) * 4;
+      const rgb = diverging(values[k * units + u] / range);
+      const p = (u * columns + k) * 4;
       image.data[p] = rgb[0]; image.data[p + 1] = rgb[1]; image.data[p + 2] = rgb[2]; image.data[p + 3] = 255;
     }
   }
   const tile = document.createElement("canvas");
-  tile.width = rows; tile.height = units;
+  tile.width = columns; tile.height = units;
   const tileCtx = tile.getContext("2d");
   if (tileCtx) tileCtx.putImageData(image, 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(tile, box.x, box.y, box.w, box.h);
-  const lastStep = options.lastStep ?? rows - 1;
-  axes(ctx, box, ["unit 0", `unit ${units - 1}`], [String(lastStep - rows + 1), String(lastStep)]);
+  const first = allSteps[kept[0]], last = allSteps[kept[columns - 1]];
+  axes(ctx, box, ["unit 0", `unit ${units - 1}`], [`step ${first}`, `step ${last}`], `${columns} measured step${columns === 1 ? "" : "s"}`);
   colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(diverging(1 - 2 * t)), [`+${formatNumber(range)}`, `−${formatNumber(range)}`]);
   return range;
+}
+
+/** Indices of the rows of a `[rows, units]` array that hold at least one non-NaN value. */
+export function measuredRows(/** @type {ArrayLike<number>} */ data, /** @type {number} */ rows, /** @type {number} */ units) {
+  const kept = [];
+  for (let t = 0; t < rows; t++) {
+    for (let u = 0; u < units; u++) {
+      if (!Number.isNaN(data[t * units + u])) { kept.push(t); break; }
+    }
+  }
+  return kept;
 }
 
 /**

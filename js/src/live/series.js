@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Live series on the page: the recent window of each metric (float32, as pushed by
- * etp_viz/explorer/live.py, or read from a saved page's `live_history`), and the pure maths
+ * etp_viz/explorer/show.py, or read from a saved page's `live_history`), and the pure maths
  * the panels need (smoothing, quantiles, per-relation trace magnitude).
  */
 
@@ -10,6 +10,7 @@
  * @property {Float32Array} data  C order, `shape`
  * @property {number[]} shape  `[T]` (lines), `[T, units]` (heatmaps), `[n, 3]` (fidelity)
  * @property {number} lastStep  global step of the last row (-1 when unknown)
+ * @property {number[]} [steps]  heatmaps: the global step of each (measured) row
  */
 
 /** Exponential moving average (`alpha` = weight of the past, 0 = none); NaN stays NaN. */
@@ -108,6 +109,16 @@ export function seriesFromHistory(history, specs, window = 500) {
     }
     const values = history.metrics && history.metrics[spec.name];
     if (!Array.isArray(values) || !values.length) continue;
+    if (spec.kind === "heatmap") {
+      // measured steps only (a row of nulls was not measured), like the live pushes
+      const measured = values.map((row, t) => [row, Number(steps[t])])
+        .filter(([row]) => Array.isArray(row) && row.some((v) => v != null)).slice(-window);
+      if (!measured.length) continue;
+      const units = measured[0][0].length;
+      const data = Float32Array.from(measured.flatMap(([row]) => row.map(toNumber)));
+      out.set(spec.name, { data, shape: [measured.length, units], lastStep, steps: measured.map(([, s]) => s) });
+      continue;
+    }
     const rows = values.slice(-window);
     if (Array.isArray(rows[0])) {
       const units = rows[0].length;

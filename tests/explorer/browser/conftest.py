@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from etp_viz.explorer.bundle import BUNDLE
 from etp_viz.explorer.export import MOCK_MODEL_JS
-from etp_viz.explorer.widget import BUNDLE, Explorer
+from etp_viz.explorer.widget import Explorer
 
 from .real_view_models import real_view_model
 

@@ -1,5 +1,5 @@
 """Real view models for the front-end tests: ``build_view_model(compile_etrace_graph(model,
-x))`` for the shared test models (tests/explorer/models.py), generated at test time.
+x))`` for the shared test models (tests/view/models.py), generated at test time.
 
 ``write_real_view_models(directory)`` writes ``<name>.json`` for every name in ``REAL``;
 the node tests (js/tests/) read them from the directory named by ``ETP_VIZ_REAL_VMS``.
@@ -12,7 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
-#: name -> maker in tests/explorer/models.py ("subjaxprs" is a plain closed jaxpr, below)
+#: name -> maker in tests/view/models.py ("subjaxprs" is a plain closed jaxpr, below)
 REAL = ("two_layer_rnn", "gru", "lstm", "stacked_2000", "subjaxprs")
 
 
@@ -41,8 +41,8 @@ def real_view_model(name: str) -> dict:
     """The JSON view model of one real model (cached per process: the ~2,000-equation stack
     takes seconds to compile)."""
     from etp_viz.compiler import compile_etrace_graph
-    from etp_viz.explorer.view_model import build_view_model
-    from tests.explorer import models
+    from etp_viz.view.model import build_view_model
+    from tests.view import models
 
     if name == "subjaxprs":
         return build_view_model(_subjaxprs_jaxpr(), title="subjaxprs").to_json()

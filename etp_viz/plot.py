@@ -1,6 +1,6 @@
 """Static matplotlib figures of a session's history (``etp_viz.plot``): docs, papers, nbviewer.
 
-Every function takes a :class:`~etp_viz.explorer.history.History` (or the session itself) and
+Every function takes a :class:`~etp_viz.live.history.History` (or the session itself) and
 returns a ``matplotlib.figure.Figure`` built without ``pyplot`` (no global state, safe in
 threads and headless runs). Heatmaps use a diverging colour map centred on zero and clip
 outliers to a quantile so one spike does not wash out the picture.
@@ -8,7 +8,7 @@ outliers to a quantile so one spike does not wash out the picture.
 Examples
 --------
 >>> import numpy as np
->>> from etp_viz.explorer.history import History
+>>> from etp_viz.live.history import History
 >>> h = History()
 >>> h.extend(np.arange(50), {"loss": np.linspace(1, 0.1, 50), "trace/r0.g0": np.ones(50)})
 >>> fig = loss(h, smooth=5)
@@ -152,36 +152,53 @@ def jacobian_heatmap(
     quantile: float = 0.99,
     ax: Any = None,
 ) -> Any:
-    """Units × recent time heatmap of a per-unit quantity (dh/dy ``df/…``, dh/dh ``dhdh/…``)
-    or of any ``(T, units)`` array, on a diverging colour map with outliers clipped.
+    """Units × measured steps heatmap of a per-unit quantity (dh/dy ``df/…``, dh/dh
+    ``dhdh/…``) or of any ``(T, units)`` array, on a diverging colour map with outliers clipped.
+
+    Heavy metrics are measured every ``record_every`` steps: the heatmap draws the measured
+    steps only, one column each, and labels the columns with their step numbers (no "not
+    measured" gaps, and the spacing of the measurements may change during a run).
 
     Parameters
     ----------
     history : History, Session or numpy.ndarray
-        An array is drawn as is (rows = steps).
+        An array is drawn as is (rows = steps; rows that are NaN throughout are skipped).
     name : str, optional
-        Metric name, e.g. ``"dhdh/g0"``; default: the first 2-D metric found.
+        Metric name, e.g. ``"dhdh/g0"``; default: the first per-unit metric found.
     last : int
-        Only the most recent ``last`` steps.
+        Only the most recent ``last`` measured steps.
     quantile : float
         Colour limits are ± this quantile of |values| (outlier trimming).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from etp_viz.plot import jacobian_heatmap
+    >>> values = np.full((10, 3), np.nan); values[[3, 7, 9]] = 1.0
+    >>> fig = jacobian_heatmap(values)
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    ['3', '7', '9']
     """
     if isinstance(history, np.ndarray):
         values, steps, title = history, np.arange(history.shape[0]), name or "values"
+        values = np.asarray(values, np.float64).reshape(values.shape[0], -1)
+        measured = ~np.isnan(values).all(axis=1)
+        values, steps = values[measured][-last:], steps[measured][-last:]
     else:
         history = _history(history)
-        matrices = {k: v for k, v in history.metrics.items() if v.ndim == 2}
+        if name is None:  # the first per-unit metric
+            name = next((k for k in history.names if history.measured(k, 1)[1].ndim == 2), None)
         _require(
-            matrices,
+            [name] if name else [],
             "per-unit (dh/dy, dh/dh) records",
             f"Unavailable with this algorithm: {history.meta.get('unavailable', [])}. "
             "Pass a (steps, units) array instead: jacobian_heatmap(array).",
         )
-        name = name or next(iter(matrices))
-        values, steps, title = history[name], history.steps, _title(history, name)
-    values, steps = np.asarray(values, np.float64), np.asarray(steps)
-    measured = np.isfinite(values).all(axis=1)  # rows of unmeasured steps are all NaN
-    values, steps = values[measured][-last:], steps[measured][-last:]
+        steps, values = history.measured(name, last)
+        values, title = (
+            np.asarray(values, np.float64).reshape(len(steps), -1),
+            _title(history, name),
+        )
     limit = trim_outliers(values, quantile)
     fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
     image = axes[0].imshow(
@@ -192,13 +209,19 @@ def jacobian_heatmap(
         vmax=limit,
         interpolation="nearest",
         origin="lower",
-        extent=(steps[0] - 0.5, steps[-1] + 0.5, -0.5, values.shape[1] - 0.5)
-        if steps.size
-        else None,
     )
+    ticks = _column_ticks(len(steps))
+    axes[0].set_xticks(ticks, [str(int(steps[i])) for i in ticks])
     fig.colorbar(image, ax=axes[0], label=f"clipped at ±{limit:.3g} (q={quantile})")
-    axes[0].set(xlabel="step", ylabel="unit", title=title)
+    axes[0].set(xlabel="measured step", ylabel="unit", title=title)
     return fig
+
+
+def _column_ticks(columns: int, most: int = 6) -> list[int]:
+    """Column indices to label: all of a few columns, else ``most`` evenly spread ones."""
+    if columns <= most:
+        return list(range(columns))
+    return sorted({round(i * (columns - 1) / (most - 1)) for i in range(most)})
 
 
 def fidelity(history: Any, *, ax: Any = None) -> Any:

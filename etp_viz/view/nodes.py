@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from etp_viz._compat import eqn_user_frame, is_literal, is_var, split_closed_jaxpr
+from etp_viz.ops import is_etp_primitive
 
-from ._vm_types import Badge, Cluster, Edge, Node
+from .types import Badge, Cluster, Edge, Node
 
 
 @dataclass(frozen=True)
@@ -400,3 +401,15 @@ def _maps_outputs(eqn: Any, label: str, n_inner: int) -> bool:
 
 def _basename(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def path_text(path: Any) -> str:
+    """``('rnn1', 'W', 'weight')`` -> ``'rnn1.W.weight'`` (strings pass through)."""
+    if isinstance(path, str):
+        return path
+    return ".".join(str(p) for p in path)
+
+
+def default_is_etp(primitive: Any) -> bool:
+    """Is ``primitive`` registered as an ETP primitive (the ops registry decides)?"""
+    return bool(is_etp_primitive(primitive))

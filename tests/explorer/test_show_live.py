@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import etp_viz
-
-from ._session_models import OneStepLearner, TinyRNN, sine_data
+from tests.live.models import OneStepLearner, TinyRNN, sine_data
 
 
 @pytest.fixture
@@ -85,3 +84,26 @@ def test_unknown_option_lists_explorer_and_session_options():
 def test_session_options_without_data_teach():
     with pytest.raises(TypeError, match="need a live run"):
         etp_viz.show(TinyRNN(), np.zeros(2, np.float32), learning_rate=0.1)
+
+
+def test_heatmap_pushes_carry_the_measured_steps_only():
+    """dh/dy and dh/dh panels get one row per measured step, with its step number (no
+    all-NaN "not measured" rows that the page would draw as grey columns)."""
+    task = etp_viz.tasks.get_task("sine")
+    ex = etp_viz.show(
+        task.suggested_model(),
+        task.example_input(),
+        task=task,
+        steps_per_frame=16,
+        record_every=4,
+    )
+    ex.sent = []
+    ex.send = lambda content, buffers=None: ex.sent.append((content, buffers))
+    ex.step(32)
+    heatmaps = [(c, b) for c, b in ex.sent if c["name"].split("/")[0] in ("df", "dhdh")]
+    assert heatmaps, [c["name"] for c, _ in ex.sent]
+    for content, buffers in heatmaps:
+        rows = np.frombuffer(buffers[0], "<f4").reshape(content["shape"])
+        assert content["steps"] == [3, 7, 11, 15, 19, 23, 27, 31]
+        assert rows.shape[0] == len(content["steps"])
+        assert not np.isnan(rows).all(axis=1).any()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from etp_viz.explorer.history import History
-from etp_viz.explorer.recorder import Recorder
+from etp_viz.live.history import History
+from etp_viz.live.recorder import Recorder
 
 
 def _recorder():

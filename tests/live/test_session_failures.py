@@ -6,9 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from etp_viz.explorer.session import Session, UserCodeError
-
-from ._session_models import OneStepLearner, TinyRNN, sine_data
+from etp_viz.live.session import Session, UserCodeError
+from tests.live.models import OneStepLearner, TinyRNN, sine_data
 
 
 def make_session(data=sine_data, **options):

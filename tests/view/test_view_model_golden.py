@@ -1,6 +1,6 @@
 """Golden text of the view model for the spec's models (identical on every supported jax).
 
-Regenerate with ``ETP_VIZ_UPDATE_GOLDEN=1 pytest tests/explorer/test_view_model_golden.py``.
+Regenerate with ``ETP_VIZ_UPDATE_GOLDEN=1 pytest tests/view/test_view_model_golden.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from etp_viz.explorer.view_model import build_view_model
-from tests.explorer import models
+from etp_viz.view.model import build_view_model
+from tests.view import models
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -13,8 +13,8 @@ import brainstate
 
 from etp_viz._compat import is_var
 
-from ._jaxpr_nodes import JaxprGraphBuilder, Role, aval_text, role_node_id
-from ._vm_types import (
+from .nodes import JaxprGraphBuilder, Role, default_is_etp, path_text, role_node_id
+from .types import (
     Cluster,
     DiagnosticInfo,
     GroupInfo,
@@ -23,16 +23,9 @@ from ._vm_types import (
     RelationInfo,
     ViewModel,
 )
-from ._vm_weights import classify_weights
+from .weights import classify_weights
 
-__all__ = ["build_from_etrace_graph", "path_text"]
-
-
-def path_text(path: Any) -> str:
-    """``('rnn1', 'W', 'weight')`` -> ``'rnn1.W.weight'`` (strings pass through)."""
-    if isinstance(path, str):
-        return path
-    return ".".join(str(p) for p in path)
+__all__ = ["Annotator", "build_from_etrace_graph"]
 
 
 def _enum_text(value: Any) -> str:
@@ -52,7 +45,6 @@ class Annotator:
         self._index: _GraphIndex | None = None
         #: nodes and edges examined by the index queries (a linear pass keeps this O(graph))
         self.visits = 0
-        from .view_model import default_is_etp
 
         self.builder = JaxprGraphBuilder(
             max_fanout=options["max_fanout"],
@@ -332,6 +324,3 @@ def build_from_etrace_graph(graph: Any, *, title: str | None, options: dict, leg
         legend=legend,
         options=tuple(sorted(options.items())),
     )
-
-
-__all__ += ["Annotator", "aval_text"]

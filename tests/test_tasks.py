@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from etp_viz.explorer import tasks
-from etp_viz.explorer.tasks import TASKS, get_task
+from etp_viz import tasks
 from etp_viz.ops._registry import ETP_PRIMITIVES
+from etp_viz.tasks import TASKS, get_task
 
 SMALL = {
     "delayed_recall": {"n_symbols": 3, "seq_len": 2, "delay": 3},
@@ -165,7 +165,7 @@ def test_suggested_model_weights_follow_seed():
 
 def test_tasks_import_without_the_widget_stack():
     code = (
-        "import sys; import etp_viz.explorer.tasks as t; t.get_task('sine').sample(0); "
+        "import sys; import etp_viz.tasks as t; t.get_task('sine').sample(0); "
         "print(sorted({'anywidget', 'ipywidgets', 'traitlets'} & set(sys.modules)))"
     )
     result = subprocess.run(

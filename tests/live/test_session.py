@@ -8,10 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from etp_viz.explorer.history import load_history
-from etp_viz.explorer.session import Session
-
-from ._session_models import OneStepLearner, TinyRNN, sine_data
+from etp_viz.live.history import load_history
+from etp_viz.live.session import Session
+from tests.live.models import OneStepLearner, TinyRNN, sine_data
 
 
 def make_session(**options):
@@ -179,7 +178,7 @@ def test_step_while_running_is_refused():
 
 
 def test_history_grows_in_amortised_buffers_and_stores_measured_rows_only():
-    from etp_viz.explorer.history import History
+    from etp_viz.live.history import History
 
     history = History()
     history.extend(np.arange(3), {"loss": np.array([3.0, 2.0, 1.0], np.float32)})

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._sources import DataSource, UserCodeError
+from .sources import DataSource, UserCodeError
 
 __all__ = ["FrameData", "gather_frame", "stack_pairs"]
 

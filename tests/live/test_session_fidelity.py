@@ -8,10 +8,9 @@ import brainstate
 import numpy as np
 import pytest
 
-from etp_viz.explorer._fidelity import compare_gradients
-from etp_viz.explorer.session import Session
-
-from ._session_models import etp_sine
+from etp_viz.live.fidelity import compare_gradients
+from etp_viz.live.session import Session
+from tests.live.models import etp_sine
 
 
 def make(algorithm, **options):

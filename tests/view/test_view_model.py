@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from etp_viz.explorer.view_model import VIEW_MODEL_OPTIONS, build_view_model
-from tests.explorer import models
+from etp_viz.view.model import VIEW_MODEL_OPTIONS, build_view_model
+from tests.view import models
 
 
 def _control_flow(x, w):
@@ -109,7 +109,7 @@ def test_every_reference_exists(compiled):
 def test_every_param_state_is_listed(compiled):
     import brainstate
 
-    from etp_viz.explorer._vm_annotate import path_text
+    from etp_viz.view.nodes import path_text
 
     _, model, _, vm = compiled
     params = [
@@ -195,7 +195,7 @@ def test_view_model_and_dot_import_without_widget_stack():
         "        if name.split('.')[0] in ('anywidget', 'ipywidgets'):\n"
         "            raise ImportError(name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import etp_viz.explorer.view_model, etp_viz.explorer.dot\n"
+        "import etp_viz.view.model, etp_viz.view.dot\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -215,16 +215,16 @@ def test_large_stack_builds_and_is_consistent():
 def _annotation_visits(target_eqns, monkeypatch):
     """(visits, nodes + edges) of one view-model build, counted by the Annotator's indexes."""
     from etp_viz.compiler import compile_etrace_graph
-    from etp_viz.explorer import _vm_annotate
+    from etp_viz.view import annotate
 
     made = []
 
-    class Recording(_vm_annotate.Annotator):
+    class Recording(annotate.Annotator):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(_vm_annotate, "Annotator", Recording)
+    monkeypatch.setattr(annotate, "Annotator", Recording)
     model, x = models.make_deep_stack(target_eqns=target_eqns)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -8,11 +8,10 @@ import brainstate
 import numpy as np
 import pytest
 
-from etp_viz.explorer._frame_data import gather_frame
-from etp_viz.explorer._sources import DataSource
-from etp_viz.explorer.session import Session
-
-from ._session_models import OneStepLearner, TinyRNN, etp_sine, sine_data
+from etp_viz.live.frame_data import gather_frame
+from etp_viz.live.session import Session
+from etp_viz.live.sources import DataSource
+from tests.live.models import OneStepLearner, TinyRNN, etp_sine, sine_data
 
 
 def tiny(**options):
@@ -71,7 +70,7 @@ def test_df_and_dhdh_are_the_executors(algorithm):
 
 
 def test_task_frames_equal_the_task_stream():
-    from etp_viz.explorer.tasks import SineRegression
+    from etp_viz.tasks import SineRegression
 
     task = SineRegression()
     frame = gather_frame(DataSource(task), task.n_steps - 3, 7)  # crosses an episode
@@ -101,7 +100,7 @@ def test_auto_frame_size_aims_at_50ms_frames_in_powers_of_two():
 
 
 def test_auto_pacing_ignores_slow_outliers_and_shrinks_only_on_slow_frames():
-    from etp_viz.explorer._pacer import Pacer
+    from etp_viz.live.pacer import Pacer
 
     pacer = Pacer("auto", "auto", capacity=8192)
     pacer.observe(16, 2.0)  # compiles: not timed
@@ -176,7 +175,7 @@ def test_non_finite_weight_with_finite_loss_halts_at_its_step():
 def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
     """The fast frame (blocks of plain steps + one measured step, checks once per frame) and
     the careful one (every step checked) give the same weights and the same history."""
-    from etp_viz.explorer._frame_step import build_frame
+    from etp_viz.live.frame_step import build_frame
 
     histories, weights = [], []
     for careful in (False, True):
@@ -207,7 +206,7 @@ def test_a_suspect_frame_is_replayed_from_its_start_states(bad_step, replay_step
     before the failure are recorded once, with the values a clean run gives. With
     ``replay_steps`` the replay runs in pieces of that many steps (long frames' replays do)."""
     if replay_steps is not None:
-        monkeypatch.setattr("etp_viz.explorer._frame_step.REPLAY_STEPS", replay_steps)
+        monkeypatch.setattr("etp_viz.live.frame_step.REPLAY_STEPS", replay_steps)
 
     def data(t):
         x, y = sine_data(t)
@@ -285,7 +284,7 @@ def test_a_bad_data_step_is_named_and_the_steps_before_it_are_kept(bad):
 
 
 def test_frames_of_unequal_or_zero_dim_arrays_stack_like_numpy():
-    from etp_viz.explorer._frame_data import stack_pairs
+    from etp_viz.live.frame_data import stack_pairs
 
     xs, ys = stack_pairs(
         [(np.float32(t) * np.ones(()), np.full(2, t, np.float64)) for t in range(3)]
@@ -326,7 +325,7 @@ def test_a_replay_that_finds_nothing_keeps_every_later_step_of_an_iterable():
     """A frame reported suspect whose step-checked replay finds no failure (a NaN that does
     not come back): the frames in flight after it are dropped, and their data and the data
     gathered ahead are run next, so a one-shot iterable loses no step."""
-    from etp_viz.explorer._frame_step import build_frame
+    from etp_viz.live.frame_step import build_frame
 
     pairs = [sine_data(t) for t in range(80)]
     session = tiny(data=iter(pairs), steps_per_frame=16, record_every=4)

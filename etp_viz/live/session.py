@@ -54,19 +54,19 @@ import brainstate
 import jax
 import numpy as np
 
-from ._frame_data import FrameData, gather_frame
-from ._frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
-from ._pacer import FRAME_SECONDS, Pacer, frame_option
-from ._probe import Probe
-from ._sources import (
+from .frame_data import FrameData, gather_frame
+from .frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
+from .history import History, load_history
+from .pacer import FRAME_SECONDS, Pacer, frame_option
+from .probe import Probe
+from .recorder import Recorder
+from .sources import (
     DataSource,
     UserCodeError,
     build_algorithm,
     build_optimizer,
     resolve_loss,
 )
-from .history import History, load_history
-from .recorder import Recorder
 
 __all__ = ["FRAME_SECONDS", "SESSION_OPTIONS", "Session", "UserCodeError", "load_history"]
 
@@ -189,7 +189,7 @@ class Session:
         self.error: str | None = None
         self._fidelity = None
         if int(opts["fidelity_every"]) > 0:
-            from ._fidelity import FidelityMeter
+            from .fidelity import FidelityMeter
 
             self._fidelity = FidelityMeter(self, int(opts["fidelity_window"]))
         self._reset_counters()
@@ -519,7 +519,7 @@ class Session:
 
     def _adapt_frame_size(self, steps: int, seconds: float) -> None:
         """``'auto'`` frame length and measuring interval from a landed frame's time (see
-        :class:`~etp_viz.explorer._pacer.Pacer`)."""
+        :class:`~etp_viz.live.pacer.Pacer`)."""
         self._pacer.observe(steps, seconds)
 
     def pause(self, timeout: float | None = 30.0) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 import brainstate
 import jax
 
-from ._vm_types import WeightInfo
+from .nodes import aval_text, path_text
+from .types import WeightInfo
 
 #: diagnostic kind -> the fix we suggest for a weight it names (first match wins)
 FIXES: dict[str, str] = {
@@ -40,15 +41,11 @@ _LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def _param_states(minfo: Any) -> list[tuple[str, Any]]:
-    from ._vm_annotate import path_text
-
     states = [(path_text(p), st) for p, st in minfo.retrieved_model_states.items()]
     return [(p, st) for p, st in states if isinstance(st, brainstate.ParamState)]
 
 
 def _state_aval(state: Any) -> str:
-    from ._vm_annotate import aval_text
-
     flat, _ = jax.tree_util.tree_flatten_with_path(state.value)
     if len(flat) == 1 and not flat[0][0]:
         return aval_text(flat[0][1])
@@ -62,8 +59,6 @@ def _key_text(keypath: Any) -> str:
 
 def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightInfo]:
     """One :class:`WeightInfo` per ``ParamState`` of the model, in the model's order."""
-    from ._vm_annotate import path_text
-
     invars_of = {path_text(k): v for k, v in ann.minfo.weight_path_to_invars.items()}
     records = list(getattr(ann.graph, "diagnostics", ()) or ())
     readout_paths = {r.path: r for r in readouts}

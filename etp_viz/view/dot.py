@@ -12,7 +12,7 @@ quoting.
 Example
 -------
 >>> import jax, jax.numpy as jnp
->>> from etp_viz.explorer.view_model import build_view_model
+>>> from etp_viz.view.model import build_view_model
 >>> text = to_dot(build_view_model(jax.make_jaxpr(jnp.sin)(1.0)))
 >>> text.startswith("digraph")
 True

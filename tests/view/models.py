@@ -4,7 +4,7 @@ model and a generator for a large (~2,000-equation) stack of ETP-wired cells.
 Used by the view-model tests, the widget's browser tests and ``bench/``. Each ``make_*``
 returns ``(model, example_input)`` with states initialised.
 
-    >>> from tests.explorer.models import make_deep_stack  # doctest: +SKIP
+    >>> from tests.view.models import make_deep_stack  # doctest: +SKIP
     >>> model, x = make_deep_stack(target_eqns=2000)        # doctest: +SKIP
 """
 

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._sources import UserCodeError
+from .sources import UserCodeError
 
 __all__ = [
     "Flight",

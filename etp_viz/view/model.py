@@ -11,7 +11,7 @@ front end is ``docs/view-model.md``.
 Example
 -------
 >>> import jax, jax.numpy as jnp
->>> from etp_viz.explorer.view_model import build_view_model
+>>> from etp_viz.view.model import build_view_model
 >>> vm = build_view_model(jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0), title="demo")
 >>> [n.id for n in vm.nodes]
 ['in:0', 'e0', 'e1', 'out:0']
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._jaxpr_nodes import JaxprGraphBuilder, Role
-from ._vm_types import (
+from .nodes import JaxprGraphBuilder, Role, default_is_etp
+from .types import (
     Badge,
     Cluster,
     DiagnosticInfo,
@@ -90,15 +90,6 @@ def validate_options(options: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def default_is_etp(primitive: Any) -> bool:
-    """ETP primitive test through the ops registry (name prefix as a last resort)."""
-    try:
-        from etp_viz.ops import is_etp_primitive
-    except ImportError:  # pragma: no cover - ops layer missing
-        return str(getattr(primitive, "name", "")).startswith("etp_")
-    return bool(is_etp_primitive(primitive))
-
-
 def _is_etrace_graph(obj: Any) -> bool:
     return hasattr(obj, "module_info") and hasattr(obj, "hidden_groups")
 
@@ -122,7 +113,7 @@ def build_view_model(graph: Any, *, title: str | None = None, **options: Any) ->
     """
     opts = validate_options(options)
     if _is_etrace_graph(graph):
-        from ._vm_annotate import build_from_etrace_graph
+        from .annotate import build_from_etrace_graph
 
         return build_from_etrace_graph(graph, title=title, options=opts, legend=LEGEND)
     builder = JaxprGraphBuilder(

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from etp_viz.explorer import dot as dot_module
-from etp_viz.explorer.dot import LARGE_GRAPH_NODES, render_svg, to_dot, visible_nodes
-from etp_viz.explorer.view_model import build_view_model
-from tests.explorer import models
+from etp_viz.view import dot as dot_module
+from etp_viz.view.dot import LARGE_GRAPH_NODES, render_svg, to_dot, visible_nodes
+from etp_viz.view.model import build_view_model
+from tests.view import models
 
 
 def _vm(name):

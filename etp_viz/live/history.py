@@ -162,6 +162,11 @@ class History:
         return self._steps.view
 
     @property
+    def names(self) -> list[str]:
+        """The recorded metric names (``"loss"``, ``"trace/…"``, ``"df/…"``, …)."""
+        return list(self._columns)
+
+    @property
     def metrics(self) -> dict[str, np.ndarray]:
         """Metric name → dense ``(T, *shape)`` array (NaN: not measured)."""
         return {name: self[name] for name in self._columns}
@@ -196,6 +201,27 @@ class History:
         """
         total = self.num_steps
         return self._columns[name].dense(total, max(total - int(n), 0))
+
+    def measured(self, name: str, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, rows)`` of the measured steps of one metric only (the last ``n`` of them),
+        straight from the sparse store: what a heatmap of measured data draws, one column
+        per measured step, labelled with its step number.
+
+        >>> h = History()
+        >>> h.extend(np.arange(6), {"g": np.array([np.nan, 1.0, np.nan, 2.0, np.nan, 3.0])})
+        >>> steps, rows = h.measured("g", 2)
+        >>> steps.tolist(), rows.tolist()
+        ([3, 5], [2.0, 3.0])
+        """
+        if name not in self._columns:
+            raise KeyError(
+                f"No metric {name!r} in this history. Recorded metrics: {sorted(self._columns)}"
+            )
+        column, total = self._columns[name], self.num_steps
+        rows = column.rows.view
+        stop = int(np.searchsorted(rows, total))  # rows a concurrent extend added are left out
+        start = 0 if n is None else max(stop - int(n), 0)
+        return self.steps[rows[start:stop]], column.values.view[start:stop]
 
     def kind(self, kind: str) -> dict[str, np.ndarray]:
         """All metrics of one kind, keyed by what they describe.

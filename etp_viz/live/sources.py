@@ -217,7 +217,7 @@ def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
             "algorithm instance."
         )
     try:
-        from .. import learn
+        from etp_viz import learn
     except ImportError as error:  # pragma: no cover - learn is part of the package
         raise ImportError(f"etp_viz.learn could not be imported: {error}") from error
     cls_name = {"d_rtrl": "D_RTRL", "es_d_rtrl": "ES_D_RTRL"}[name]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from etp_viz.explorer import plots
-from etp_viz.explorer.history import History
+from etp_viz import plot as plots
+from etp_viz.live.history import History
 
 
 @pytest.fixture
@@ -105,3 +105,20 @@ def test_unmeasured_steps_are_skipped_not_drawn_as_gaps():
     assert np.isfinite(grad_line.get_ydata()).all() and len(grad_line.get_ydata()) == 4
     image = plots.jacobian_heatmap(h, "dhdh/g0").axes[0].images[0]
     assert image.get_array().shape == (4, 4) and np.isfinite(image.get_array()).all()
+
+
+def test_heatmap_columns_are_the_measured_steps_labelled_with_their_numbers():
+    # 'auto' record_every may change the spacing mid-run: columns must still be the measured
+    # steps (one each, in order), labelled with the step numbers, not a linear step axis
+    h = History(meta={"algorithm": "d_rtrl"})
+    measured = [3, 7, 40, 41, 200]
+    df = np.full((256, 2), np.nan)
+    df[measured] = np.arange(10.0).reshape(5, 2)
+    h.extend(np.arange(256), {"loss": np.ones(256), "df/r0.g0": df})
+    ax = plots.jacobian_heatmap(h).axes[0]
+    image = ax.images[0]
+    np.testing.assert_array_equal(image.get_array(), df[measured].T)
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(s) for s in measured]
+    assert ax.get_xlabel() == "measured step"
+    steps, rows = h.measured("df/r0.g0", 2)
+    assert steps.tolist() == [41, 200] and rows.shape == (2, 2)

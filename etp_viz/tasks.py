@@ -18,7 +18,7 @@ Only numpy and JAX are used (no widget stack), so the engine and the tests can u
 
 Examples
 --------
->>> from etp_viz.explorer.tasks import get_task
+>>> from etp_viz.tasks import get_task
 >>> task = get_task("sine", seed=0)
 >>> xs, ys = task.sample(0)
 >>> xs.shape, ys.shape
@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import nn
+from . import nn
 
 __all__ = [
     "TASKS",

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .text import render_text
+
 SCHEMA_VERSION = 1
 
 NODE_KINDS = (
@@ -174,8 +176,6 @@ class ViewModel:
 
     def to_text(self, *, sections: tuple[str, ...] | None = None) -> str:
         """Deterministic human-readable rendering (used by the golden tests)."""
-        from ._vm_text import render_text
-
         return render_text(self, sections=sections)
 
     def node(self, node_id: str) -> Node:

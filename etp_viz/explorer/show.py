@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import traitlets
 
-from .session import SESSION_OPTIONS, Session
+from etp_viz.live.session import SESSION_OPTIONS, Session
+
 from .widget import Explorer, validate_options
 
 __all__ = ["LiveExplorer", "show"]
@@ -137,17 +138,17 @@ class LiveExplorer(Explorer):
         for spec in self.live_panels:
             if self.record is not None and spec["name"] not in self.record | {"loss"}:
                 continue
-            values = None
-            if spec["name"] in history:  # the last rows only: no dense copy of a long run
+            values, meta = None, {"step": int(history.steps[-1])}
+            if spec["kind"] == "heatmap" and spec["name"] in history:
+                # measured steps only: one column each, labelled with its step number
+                steps, values = history.measured(spec["name"], LIVE_WINDOW)
+                meta["steps"] = [int(s) for s in steps]
+            elif spec["name"] in history:  # the last rows only: no dense copy of a long run
                 values = history.recent(spec["name"], LIVE_WINDOW)
             if spec["name"] == "fidelity" and history.fidelity:
                 values = [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity]
             if values is not None:
-                self.push_live(
-                    spec["name"],
-                    np.asarray(values[-LIVE_WINDOW:], np.float32),
-                    step=int(history.steps[-1]),
-                )
+                self.push_live(spec["name"], np.asarray(values[-LIVE_WINDOW:], np.float32), **meta)
         self.pushes += 1
 
     def _call(self, method: Any, *args: Any) -> dict[str, Any]:
@@ -219,7 +220,7 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
         One step's input(s).
     **options
         Explorer display options (see ``Explorer``) and live-session options
-        (:data:`~etp_viz.explorer.session.SESSION_OPTIONS`: ``algorithm``, ``task``, ``data``,
+        (:data:`~etp_viz.live.session.SESSION_OPTIONS`: ``algorithm``, ``task``, ``data``,
         ``loss``, ``optimizer``, ``learning_rate``, ``decay``, ``steps_per_frame``, …).
     """
     live = {k: options.pop(k) for k in list(options) if k in SESSION_OPTIONS}
