@@ -26,7 +26,14 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._compat import batching
-from ._common import init_pp_output_shaped, reject_states, shape_dtype, vjp_weights, zeros_trace
+from ._common import (
+    contract_trace,
+    init_pp_output_shaped,
+    reject_states,
+    shape_dtype,
+    vjp_weights,
+    zeros_trace,
+)
 from ._registry import ETPPrimitiveSpec, fallback_batching, register_primitive_spec
 from ._units import attach_unit, bias_mantissa, split_unit
 
@@ -175,14 +182,16 @@ def conv_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False, **params)
 
 
 def conv_etrace_to_dw(trace: dict, dl_dh, weights: dict, **params) -> dict:
-    """Sum ``yw_to_w(dL/dh, trace)`` over batch and positions; bias over all but features."""
+    """Kernel: ``Σ_{n,p} trace[n, p, k] * g[n, p, c(k)]`` via ``contract_trace`` (batch and
+    positions contracted, the output channel kept); bias: ``Σ`` over all but features."""
     dn = params["dimension_numbers"]
-    weighted = conv_yw_to_w(dl_dh, trace, **params)
-    lead = weighted["weight"].ndim - len(dn.rhs_spec)
-    out = {"weight": jnp.sum(weighted["weight"], axis=tuple(range(lead)))}
-    if "bias" in weighted:
-        axes = tuple(i for i in range(weighted["bias"].ndim) if i != dn.out_spec[1])
-        out["bias"] = jnp.sum(weighted["bias"], axis=axes)
+    kernel = trace["weight"]
+    lead = kernel.ndim - len(dn.rhs_spec)
+    signal = _position_major(dl_dh, dn)
+    out = {"weight": contract_trace(kernel, signal, lead, dn.rhs_spec[0])}
+    if "bias" in trace:
+        axes = tuple(i for i in range(trace["bias"].ndim) if i != dn.out_spec[1])
+        out["bias"] = jnp.sum(trace["bias"] * dl_dh, axis=axes)
     return out
 
 

@@ -14,7 +14,8 @@ one state slice), the D-RTRL trace of ``W`` is
   (``expand_dims(g, -2)``);
 * ``xy_to_dw``: :math:`\sum_b x_{b,i} g_{b,o}` and :math:`\sum_b g_{b,o}` (the VJP);
 * ``etrace_to_dw``: :math:`\partial L/\partial W_{i,o} = \sum_b \epsilon_{b,i,o}\,
-  \partial L/\partial h_{b,o}`.
+  \partial L/\partial h_{b,o}` (``_common.contract_trace``: no element-wise product reduced
+  over ``b``).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from typing import Any
 import jax.numpy as jnp
 
 from ._common import (
+    contract_trace,
     per_sample_weight_trace,
     register_batched_pair,
     reject_states,
     vjp_weights,
 )
+from ._registry import sum_to_shape
 from ._units import attach_unit, bias_mantissa, split_unit
 
 __all__ = ["etp_mm_p", "etp_mv_p", "matmul"]
@@ -70,6 +73,23 @@ def dense_xy_to_etrace(x, hidden_dim, weights: dict, *, has_bias=False) -> dict:
     return out
 
 
+def dense_etrace_to_dw(trace: dict, dl_dh, weights: dict, *, has_bias=False) -> dict:
+    """``einsum('bio,bo->io')`` via :func:`contract_trace` (mv: ``'io,o->io'``); bias ``Σ_b``."""
+    eps = trace["weight"]
+    lead = eps.ndim - 2
+    if jnp.shape(dl_dh) != (*eps.shape[:lead], eps.shape[-1]):  # h broadcast from y: generic
+        return _broadcast_etrace_to_dw(trace, dl_dh, weights)
+    out = {"weight": contract_trace(eps, dl_dh, lead, 1)}
+    if "bias" in trace:
+        out["bias"] = contract_trace(trace["bias"], dl_dh, lead, 0)
+    return out
+
+
+def _broadcast_etrace_to_dw(trace: dict, dl_dh, weights: dict) -> dict:
+    weighted = dense_yw_to_w(dl_dh, trace)
+    return {k: sum_to_shape(v, jnp.shape(weights[k])) for k, v in weighted.items()}
+
+
 etp_mm_p, etp_mv_p = register_batched_pair(
     "etp_mm",
     "etp_mv",
@@ -79,6 +99,7 @@ etp_mm_p, etp_mv_p = register_batched_pair(
     init_drtrl=per_sample_weight_trace,
     trainable_invars_fn=dense_trainable_invars,
     xy_to_etrace=dense_xy_to_etrace,
+    etrace_to_dw=dense_etrace_to_dw,
 )
 
 

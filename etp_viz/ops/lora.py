@@ -21,6 +21,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ._common import (
+    contract_trace,
     register_batched_pair,
     reject_states,
     shape_dtype,
@@ -75,17 +76,24 @@ def lora_xy_to_etrace(x, hidden_dim, weights: dict, *, alpha=1.0, has_bias=False
 
 
 def lora_etrace_to_dw(trace: dict, dl_dh, weights: dict, *, alpha=1.0, has_bias=False) -> dict:
-    r""":math:`G = \sum_b \epsilon \odot \partial L/\partial h`; ``dB = αGAᵀ``, ``dA = αBᵀG``."""
-    weighted = lora_yw_to_w(dl_dh, trace)
-    effective = weighted[EFFECTIVE_WEIGHT]
-    grad_w = jnp.sum(effective, axis=tuple(range(effective.ndim - 2)))
+    r""":math:`G = \sum_b \epsilon \odot \partial L/\partial h` (``contract_trace``);
+    ``dB = αGAᵀ``, ``dA = αBᵀG``."""
+    effective = trace[EFFECTIVE_WEIGHT]
+    lead = effective.ndim - 2
+    if jnp.shape(dl_dh) != (*effective.shape[:lead], effective.shape[-1]):
+        weighted = lora_yw_to_w(dl_dh, trace)  # h broadcast from y: element-wise, then reduce
+        grad_w = jnp.sum(weighted[EFFECTIVE_WEIGHT], axis=tuple(range(lead)))
+        grad_b = weighted.get("bias")
+        grad_b = None if grad_b is None else jnp.sum(grad_b, axis=tuple(range(grad_b.ndim - 1)))
+    else:
+        grad_w = contract_trace(effective, dl_dh, lead, 1)
+        grad_b = contract_trace(trace["bias"], dl_dh, lead, 0) if "bias" in trace else None
     out = {
         "lora_b": alpha * grad_w @ weights["lora_a"].T,
         "lora_a": alpha * weights["lora_b"].T @ grad_w,
     }
     if has_bias:
-        bias = weighted["bias"]
-        out["bias"] = jnp.sum(bias, axis=tuple(range(bias.ndim - 1)))
+        out["bias"] = grad_b
     return out
 
 

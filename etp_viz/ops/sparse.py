@@ -21,11 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._common import (
+    contract_trace,
     per_sample_weight_trace,
     register_batched_pair,
     reject_states,
     vjp_weights,
 )
+from ._registry import sum_to_shape
 from ._units import attach_unit, bias_mantissa, split_unit
 from .dense import bind_dense_family, dense_trainable_invars
 
@@ -134,6 +136,21 @@ def sparse_xy_to_etrace(
     return out
 
 
+def sparse_etrace_to_dw(
+    trace: dict, dl_dh, weights: dict, *, sparse_mat: SparsePattern, has_bias=False
+) -> dict:
+    """``Σ_b trace[b, k] * g[b, c_k]`` (and ``Σ_b`` of the bias term) via ``contract_trace``."""
+    eps = trace["weight"]
+    lead = eps.ndim - 1
+    if jnp.shape(dl_dh)[:-1] != eps.shape[:lead]:  # h broadcast from y: element-wise, reduce
+        weighted = sparse_yw_to_w(dl_dh, trace, sparse_mat=sparse_mat)
+        return {k: sum_to_shape(v, jnp.shape(weights[k])) for k, v in weighted.items()}
+    out = {"weight": contract_trace(eps, dl_dh[..., sparse_mat.cols], lead, 0)}
+    if "bias" in trace:
+        out["bias"] = contract_trace(trace["bias"], dl_dh, lead, 0)
+    return out
+
+
 etp_sp_mm_p, etp_sp_mv_p = register_batched_pair(
     "etp_sp_mm",
     "etp_sp_mv",
@@ -143,6 +160,7 @@ etp_sp_mm_p, etp_sp_mv_p = register_batched_pair(
     init_drtrl=per_sample_weight_trace,
     trainable_invars_fn=dense_trainable_invars,
     xy_to_etrace=sparse_xy_to_etrace,
+    etrace_to_dw=sparse_etrace_to_dw,
 )
 
 
