@@ -4,6 +4,9 @@ ModuleInfo -> HiddenGroup -> HiddenParamOpRelation -> HiddenPerturbation -> ETra
 stage usable alone; every decision is a :class:`CompilationRecord` in ``graph.diagnostics``.
 """
 
+from .claims import GradientClaim as GradientClaim
+from .claims import GradientClaims as GradientClaims
+from .claims import gradient_claims as gradient_claims
 from .diagnostics import CompilationRecord as CompilationRecord
 from .diagnostics import DiagnosticKind as DiagnosticKind
 from .diagnostics import DiagnosticLevel as DiagnosticLevel

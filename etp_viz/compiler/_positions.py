@@ -16,7 +16,7 @@ from etp_viz import _compat
 
 from ._jaxpr import CALL_PRIMITIVE_NAMES, CUSTOM_CALL_PRIMITIVE_NAMES, sub_jaxprs
 
-__all__ = ["is_position_preserving"]
+__all__ = ["is_position_preserving", "is_tail_position_preserving"]
 
 ELEMENTWISE_PRIMITIVE_NAMES = frozenset(
     """
@@ -90,3 +90,31 @@ def _is_gradient_enabled_etp(primitive: Any) -> bool:
     from etp_viz.ops import is_etp_enable_gradient_primitive
 
     return is_etp_enable_gradient_primitive(primitive)
+
+
+def is_tail_position_preserving(eqn: Any, dependent: list[bool], cache: dict | None = None) -> bool:
+    """:func:`is_position_preserving` for a relation's ``y -> h`` tail, where broadcasting
+    ``y`` along new *leading* axes also keeps positions: a per-neuron ``(N,)`` value added to
+    a ``(B, N)`` batch lands on neuron ``n`` of every row, and ``dh/dy`` stays one number per
+    (row, neuron). A broadcast along a trailing axis (``(B, 1) -> (B, N)``) still couples."""
+    name = eqn.primitive.name
+    if name == "broadcast_in_dim":
+        in_shape, out_shape = _shape(eqn.invars[0]), _shape(eqn.outvars[0])
+        lead = len(out_shape) - len(in_shape)
+        dims = tuple(eqn.params["broadcast_dimensions"])
+        if dims == tuple(range(lead, len(out_shape))) and _leading(in_shape, out_shape):
+            return True
+    if name in ELEMENTWISE_PRIMITIVE_NAMES:
+        out = _shape(eqn.outvars[0])
+        return all(_leading(_shape(v), out) or not dep for v, dep in zip(eqn.invars, dependent))
+    return is_position_preserving(eqn, dependent, cache)
+
+
+def _leading(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """``shape`` broadcasts to ``out`` along leading axes only (right-aligned, its leading
+    unit axes dropped, what is left equals ``out``'s trailing axes)."""
+    start = 0
+    while start < len(shape) and shape[start] == 1:
+        start += 1
+    core = shape[start:]
+    return len(core) <= len(out) and tuple(out[len(out) - len(core) :]) == core

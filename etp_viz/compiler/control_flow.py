@@ -6,8 +6,7 @@ from typing import Any
 
 from etp_viz import _compat
 
-from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, VISITS, sub_jaxprs
-from ._trace import trace_to_param
+from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, VISITS, sub_jaxprs, trace_to_param
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 
 __all__ = ["report_control_flow_primitives"]

@@ -22,6 +22,7 @@ __all__ = [
     "DiagnosticCollector",
     "DiagnosticKind",
     "DiagnosticLevel",
+    "QUIET_KINDS",
     "format_records",
 ]
 
@@ -60,6 +61,9 @@ class DiagnosticKind(enum.Enum):
     TRANSITION_POSITION_COUPLING_CUT = "transition_position_coupling_cut"
     #: etp_viz addition: a ParamState never reaches a trainable input of an ETP primitive.
     PARAM_NOT_USED_BY_ETP = "param_not_used_by_etp"
+    #: etp_viz addition: an output reads a hidden state's value from before this step's update
+    #: (INFO; the learn layer adds dL^t/dh^{t-1} · e^{t-1}, see ``graph.bypass_hidden``).
+    HIDDEN_OUTPUT_BYPASS = "hidden_output_bypass"
 
     def __str__(self) -> str:
         return self.value
@@ -129,14 +133,40 @@ class DiagnosticCollector:
         self.records.append(record)
         return record
 
+    def settle_readouts(self, readout_paths: Iterable) -> None:
+        """A non-temporal ETP weight that is a readout is normal: its record becomes INFO (it
+        gets its exact same-step gradient). One that reaches nothing stays a WARNING."""
+        readouts = {tuple(p) for p in readout_paths}
+        for k, record in enumerate(self.records):
+            if (
+                record.kind is DiagnosticKind.RELATION_EXCLUDED_NON_TEMPORAL
+                and record.weight_path is not None
+                and tuple(record.weight_path) in readouts
+            ):
+                self.records[k] = record._replace(level=DiagnosticLevel.INFO)
+
     def warn(self) -> None:
-        """Raise every WARNING/ERROR record as a ``UserWarning`` at the user's call site."""
+        """Raise the surprising WARNING/ERROR records as ``UserWarning`` at the user's call
+        site, each text once per compilation.
+
+        Quiet by default: records of :data:`QUIET_KINDS` (normal situations the explorer and
+        ``explain()`` show, e.g. a GRU's ``Wr`` reaching ``h`` only through ``Wh``) stay in
+        ``graph.diagnostics`` and are not raised.
+        """
         stacklevel = _user_stacklevel()
+        seen: set[str] = set()
         for record in self.records:
-            if record.level >= DiagnosticLevel.WARNING:
-                warnings.warn(
-                    f"[{record.kind}] {record.message}", UserWarning, stacklevel=stacklevel
-                )
+            if record.level < DiagnosticLevel.WARNING or record.kind in QUIET_KINDS:
+                continue
+            text = f"[{record.kind}] {record.message}"
+            if text not in seen:
+                seen.add(text)
+                warnings.warn(text, UserWarning, stacklevel=stacklevel)
+
+
+#: WARNING kinds kept in the records but not raised: the weight's claim ("not learned" and
+#: why) is what a user sees in the explorer, ``explain()`` and ``gradient_claims()``.
+QUIET_KINDS = frozenset({DiagnosticKind.RELATION_EXCLUDED_WEIGHT_TO_WEIGHT})
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

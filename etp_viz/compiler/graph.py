@@ -55,6 +55,12 @@ Per group ``g``: ``g.diagonal_jacobian(hidden_prev[g], group_consts[g])`` -> ``(
 Readouts: ``graph.readout_params`` maps each ``ParamState`` path whose leaves reach a model
 output without crossing a new hidden value to a :class:`ReadoutParam` (leaf indices, equation
 path); those parameters get their exact same-step gradient from the learn layer.
+
+Hidden output bypass: ``graph.bypass_hidden`` lists the hidden-state paths whose *previous*
+value :math:`h^{t-1}` reaches a model output without crossing a new hidden value (an output
+read before the step's update); ``graph.bypass_eqn_indices[path]`` are the equations on that
+way (top-level indices of ``module_info.jaxpr``). The learn layer adds
+:math:`(\partial L^t/\partial h^{t-1})\cdot\epsilon^{t-1}` for them (``HIDDEN_OUTPUT_BYPASS``).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ import jax
 from etp_viz import _compat
 
 from ._jaxpr import build_jaxpr, eval_jaxpr_collect
+from .claims import gradient_claims
 from .diagnostics import (
     CompilationRecord,
     DiagnosticCollector,
@@ -77,7 +84,7 @@ from .diagnostics import (
 from .hidden_groups import find_hidden_groups_from_minfo
 from .module_info import extract_module_info
 from .perturbation import HiddenPerturbation, add_hidden_perturbation_from_minfo
-from .readouts import ReadoutParam, find_readout_params
+from .readouts import ReadoutParam, find_bypass_hidden, find_readout_params
 from .relations import find_hidden_param_op_relations_from_minfo
 
 __all__ = [
@@ -149,18 +156,50 @@ class ETraceGraph(NamedTuple):
     recurrence: str = "diagonal"
     executor_jaxpr: Any = None
     executor_layout: ExecutorLayout | None = None
+    #: hidden paths whose previous value reaches an output crossing no new hidden value
+    bypass_hidden: tuple = ()
+    #: ``{hidden path: equation indices}`` on the way from ``h^{t-1}`` to the outputs
+    bypass_eqn_indices: dict = {}
 
     def explain(
-        self, weight_path: Any = None, hidden_path: Any = None, kind: Any = None, file: Any = None
+        self,
+        weight_path: Any = None,
+        hidden_path: Any = None,
+        kind: Any = None,
+        file: Any = None,
+        claims: Any = "d_rtrl",
     ) -> tuple:
-        """Print the records (filtered) grouped by kind; return the filtered records.
+        """Print the records (filtered) grouped by kind, then the gradient claims of the
+        ``claims`` algorithm (None: no claims); return the filtered records.
 
         ``weight_path``/``hidden_path`` accept a tuple path or a dotted string; ``kind`` a
         :class:`DiagnosticKind`, its name or its value.
         """
         records = [r for r in self.diagnostics if _matches(r, weight_path, hidden_path, kind)]
-        print(format_records(records), file=file or sys.stdout)
+        out = file or sys.stdout
+        print(format_records(records), file=out)
+        if claims is not None and kind is None and hidden_path is None:
+            found = self.gradient_claims(claims)
+            if weight_path is not None:
+                name = weight_path if isinstance(weight_path, str) else _dot(weight_path)
+                found = {k: c for k, c in found.items() if k == name or k.startswith(name + ".")}
+            algorithm = next(iter(found.values())).algorithm if found else claims
+            lines = [f"GRADIENT CLAIMS ({algorithm})"]
+            lines += [
+                f"  {k}: {c.kind}" + (f" -- {c.reason}" if c.reason else "")
+                for k, c in found.items()
+            ]
+            print("\n".join(lines), file=out)
         return tuple(records)
+
+    def gradient_claims(self, algorithm: Any = "d_rtrl") -> Any:
+        """Per weight leaf, is ``algorithm``'s online gradient exact, approximate or absent,
+        and what does it drop? See :func:`etp_viz.compiler.claims.gradient_claims`.
+
+        >>> graph.gradient_claims("d_rtrl")["rnn.W.weight"].kind  # doctest: +SKIP
+        'approximate'
+        """
+        return gradient_claims(self, algorithm)
 
     def eval_executor(
         self,
@@ -274,6 +313,8 @@ def compile_etrace_graph(
     )
     perturb = add_hidden_perturbation_from_minfo(minfo)
     readouts = find_readout_params(minfo, diagnostics)
+    diagnostics.settle_readouts(readouts)
+    bypass = find_bypass_hidden(minfo, diagnostics)
     status = _weight_status(minfo, relations, readouts, diagnostics)
     executor_jaxpr, layout = _executor_jaxpr(minfo, perturb, relations, groups)
     if warn:
@@ -290,6 +331,8 @@ def compile_etrace_graph(
         recurrence=recurrence,
         executor_jaxpr=executor_jaxpr,
         executor_layout=layout,
+        bypass_hidden=tuple(bypass),
+        bypass_eqn_indices=bypass,
     )
 
 
@@ -401,3 +444,7 @@ def _matches(record: CompilationRecord, weight_path, hidden_path, kind) -> bool:
         if record.kind != wanted:
             return False
     return True
+
+
+def _dot(path: Any) -> str:
+    return ".".join(map(str, path))

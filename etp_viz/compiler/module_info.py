@@ -132,7 +132,12 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     """
     _check_model_and_args(model, kwargs)
     stateful = _compat.get_stateful_function_class()(model, return_only_write=False)
-    stateful.make_jaxpr(*args)
+    try:
+        stateful.make_jaxpr(*args)
+    except (TypeError, ValueError) as error:
+        if type(error) not in (TypeError, ValueError):  # a subclass may take other arguments
+            raise
+        raise _explain_tracing_error(error, model, args) from error
     closed = stateful.get_jaxpr(*args)
     states = tuple(stateful.get_states(*args))
     written = list(stateful.get_state_trace(*args).been_writen)
@@ -210,6 +215,50 @@ def _check_model_and_args(model: Any, kwargs: dict) -> None:
             "`functools.partial(model.update, **{...})` inside a small wrapper Module, or make "
             "them positional parameters of `update`."
         )
+
+
+def _explain_tracing_error(error: Exception, model: Any, args: Sequence[Any]) -> Exception:
+    """The error of a failed trace, saying the example inputs' shapes and, when they disagree
+    with the model's first layer, the feature size that layer expects."""
+    shapes = ", ".join(_shape_text(leaf) for leaf in jax.tree.leaves(args)) or "none"
+    name = type(model).__name__
+    context = f"(while tracing {name}'s step on example input(s) of shape {shapes})"
+    layer = _first_layer_with_in_size(model)
+    given = [jax.numpy.shape(leaf) for leaf in jax.tree.leaves(args)]
+    if layer is not None and given and given[0]:
+        path, module = layer
+        expected = tuple(module.in_size)[-1]
+        if given[0][-1] != expected:
+            where = f"its first layer `{path}` ({type(module).__name__})" if path else name
+            return type(error)(
+                f"{name} expects inputs with {expected} features ({where} has in_size="
+                f"{tuple(module.in_size)}), but the example input has shape {given[0]}: pass one "
+                f"step's input, e.g. jnp.zeros({expected}) or jnp.zeros((batch, {expected})).\n"
+                f"The error while tracing: {error}"
+            )
+    return type(error)(f"{error}\n{context}")
+
+
+def _shape_text(leaf: Any) -> str:
+    dtype = getattr(leaf, "dtype", None)
+    return f"{dtype}{list(jax.numpy.shape(leaf))}" if dtype is not None else repr(leaf)
+
+
+def _first_layer_with_in_size(module: Any, path: str = "", depth: int = 0):
+    """``(path, layer)`` of the first module, in definition order, that declares ``in_size``."""
+    if getattr(module, "in_size", None) and isinstance(module, brainstate.nn.Module):
+        return path, module
+    if depth > 6:
+        return None
+    children = vars(module).items() if isinstance(module, brainstate.nn.Module) else ()
+    if isinstance(module, list | tuple):
+        children = ((str(i), child) for i, child in enumerate(module))
+    for name, child in children:
+        if isinstance(child, brainstate.nn.Module | list | tuple):
+            found = _first_layer_with_in_size(child, f"{path}.{name}" if path else name, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _split_by_state(states: Sequence[Any], flat_vars: Sequence[Any]) -> list[Any]:

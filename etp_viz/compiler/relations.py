@@ -25,9 +25,8 @@ import numpy as np
 
 from etp_viz import _compat
 
-from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr
-from ._positions import is_position_preserving
-from ._trace import trace_to_param
+from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr, trace_to_param
+from ._positions import is_tail_position_preserving
 from .control_flow import report_control_flow_primitives
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 from .hidden_groups import find_hidden_groups_from_minfo
@@ -436,7 +435,7 @@ class _RelationFinder:
             flags = [_compat.is_var(v) and v in dependent for v in eqn.invars]
             if not any(flags):
                 continue
-            if not is_position_preserving(eqn, flags):
+            if not is_tail_position_preserving(eqn, flags):
                 coupling.append(i)
             dependent.update(dict.fromkeys(v for v in eqn.outvars if _compat.is_var(v)))
         if coupling:

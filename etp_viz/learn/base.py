@@ -8,9 +8,15 @@ eligibility traces, and whose backward returns *online* gradients:
 
     \nabla_\theta \mathcal{L}^t = \underbrace{\partial \mathcal{L}^t/\partial \theta
     \big|_{h^t\ \mathrm{fixed}}}_{\text{readouts, exact}} +
-    \underbrace{(\partial \mathcal{L}^t/\partial h^t)\cdot \epsilon^t}_{\text{ETP relations}},
+    \underbrace{(\partial \mathcal{L}^t/\partial h^t)\cdot \epsilon^t}_{\text{ETP relations}}
+    + \underbrace{(\partial \mathcal{L}^t/\partial h^{t-1})\big|_{\mathrm{bypass}}\cdot
+    \epsilon^{t-1}}_{\text{hidden output bypass}},
 
-so ``brainstate.transform.grad(lambda x: loss(alg(x)), alg.param_states)(x)`` is the gradient
+where the last term exists only for groups whose previous value :math:`h^{t-1}` reaches an
+output without crossing a new hidden value (``graph.bypass_hidden``; e.g. a spike read from the
+membrane potential before the update): :math:`\epsilon^{t-1}\approx\partial h^{t-1}/\partial
+\theta` is the trace before this step's update. So
+``brainstate.transform.grad(lambda x: loss(alg(x)), alg.param_states)(x)`` is the gradient
 of one step. Subclasses supply the trace layout, its update and its contraction
 (:mod:`.d_rtrl`, :mod:`.pp_prop`). With ``vjp_method='multi-step'`` a call on
 ``MultiStepData(xs)`` is differentiated exactly inside the window and the past enters through
@@ -85,7 +91,9 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
     Subclasses implement ``init_traces(plan) -> pytree``,
     ``update_traces(traces, data, count) -> pytree`` and
     ``trace_gradients(traces, dl_dh, weights, count) -> {relation: {key: grad}}``, and may
-    override ``gradient_residuals`` / ``residual_gradients`` (what a step's backward keeps).
+    override ``gradient_residuals`` / ``residual_gradients`` (what a step's backward keeps) and
+    ``bypass_residuals`` / ``bypass_gradients`` (the hidden output bypass term).
+    ``trace_gradients`` must skip the groups absent from ``dl_dh``.
     """
 
     def __init__(self, model: Any, vjp_method: str = "single-step", name: str | None = None):
@@ -216,6 +224,19 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         """Gradients from :meth:`gradient_residuals` (default: :meth:`trace_gradients`)."""
         return self.trace_gradients(residuals, dl_dh, weights, count)
 
+    def bypass_residuals(self, traces: Any, groups: tuple) -> Any:
+        r"""What a single step's backward keeps of the *previous* traces
+        :math:`\epsilon^{t-1}` for the hidden output bypass of ``groups`` (default: all of
+        them). Called only when the graph has bypassing states."""
+        return traces
+
+    def bypass_gradients(self, kept: Any, dl_dh_prev: dict, weights: dict, count: Any) -> dict:
+        r"""The hidden output bypass term :math:`\sum_g (\partial L^t/\partial
+        h_g^{t-1})\cdot\epsilon_g^{t-1}` per relation, from :meth:`bypass_residuals`;
+        ``dl_dh_prev`` has the bypassing groups only and ``count`` is the number of trace
+        updates that made :math:`\epsilon^{t-1}` (default: :meth:`trace_gradients`)."""
+        return self.trace_gradients(kept, dl_dh_prev, weights, count)
+
 
 def _float_dtype(plan: Any) -> Any:
     for var in plan.module_info.weight_invars:
@@ -240,8 +261,18 @@ def _check_like(example: Any, args: Any, alg: Any) -> None:
     shapes = [tuple(np.shape(g)) for g in got]
     compiled = [tuple(e.shape) for e in expected]
     hint = ""
-    if len(shapes) == len(compiled) and all(
-        len(s) == len(c) and s[1:] == c[1:] and s[:1] != c[:1] for s, c in zip(shapes, compiled)
+    pairs = list(zip(shapes, compiled)) if len(shapes) == len(compiled) else []
+    differ = [(s, c) for s, c in pairs if s != c]
+    if differ and all(
+        len(s) == len(c) and s[:-1] == c[:-1] and s[-1:] != c[-1:] for s, c in differ
+    ):
+        given, want = differ[0]
+        hint = (
+            f" The feature size differs: {given[-1]} given, the model was compiled for {want[-1]}. "
+            "Pass inputs of the compiled size (a model's layers fix their input size)."
+        )
+    elif pairs and all(
+        len(c) >= 2 and len(s) == len(c) and s[1:] == c[1:] and s[:1] != c[:1] for s, c in pairs
     ):
         hint = (
             f" The batch size differs from the compiled one ({compiled[0][0]}): call "

@@ -47,6 +47,10 @@ class ExecutionPlan:
     #: per hidden outvar in ``hidden_outvars`` order, its position among
     #: ``graph.hidden_perturb.perturb_vars``
     perturb_positions: tuple
+    #: indices of the groups with a member whose previous value reaches an output crossing no
+    #: new hidden value (``graph.bypass_hidden``): their backward also reads the previous
+    #: trace. Empty for most models, which then pay nothing for the bypass term.
+    bypass_groups: tuple = ()
 
     @property
     def state_invars(self) -> list:
@@ -111,7 +115,13 @@ def build_plan(graph: Any) -> ExecutionPlan:
         groups=groups,
         relations=tuple(relations),
         perturb_positions=tuple(perturb_paths.index(p) for g in groups for p in g.hidden_paths),
+        bypass_groups=_bypass_groups(groups, getattr(graph, "bypass_hidden", ())),
     )
+
+
+def _bypass_groups(groups: tuple, bypass_hidden: tuple) -> tuple:
+    bypass = set(bypass_hidden)
+    return tuple(g.index for g in groups if any(p in bypass for p in g.hidden_paths))
 
 
 def _check_shapes(relations: list, groups: tuple) -> None:

@@ -12,8 +12,17 @@ Per relation :math:`y = f(x, W)` an input trace, and per (relation, hidden group
     \frac{\epsilon_f^t}{1-\alpha_f^{k}} \odot \frac{\partial \mathcal{L}^t}{\partial h^t}\Big),
 
 with :math:`k` the number of trace updates so far (the startup bias correction, dropped once
-:math:`k > 1000`). Memory :math:`O(|x| + |h|)` per sample instead of :math:`O(|W|)`; exact at
-the first step, approximate afterwards.
+:math:`k > 1000`). When an output reads :math:`h^{t-1}` along a path that crosses no new hidden
+value (``graph.bypass_hidden``), the hidden output bypass term of the previous traces is added:
+
+.. math::
+
+    \nabla_W \mathcal{L}^t \mathrel{+}= \mathrm{xy\_to\_dw}\Big(\epsilon_x^{t-1},\;
+    \frac{\epsilon_f^{t-1}}{1-\alpha_f^{k-1}} \odot
+    \frac{\partial \mathcal{L}^t}{\partial h^{t-1}}\Big|_{\mathrm{bypass}}\Big)
+
+(zero at the first step, where the previous traces are zero). Memory :math:`O(|x| + |h|)` per
+sample instead of :math:`O(|W|)`; exact at the first step, approximate afterwards.
 
 Reference: Wang, C. et al., "Towards scalable and efficient online learning for spiking and
 recurrent neural networks" (ES-D-RTRL).
@@ -91,6 +100,8 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         grads: dict = {}
         for rel in plan.relations:
             for g in rel.group_indices:
+                if g not in dl_dh:  # e.g. a group without hidden output bypass
+                    continue
                 part = pp_gradient(
                     traces["x"].get(rel.index),
                     traces["f"][(rel.index, g)],
@@ -103,6 +114,14 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
                 prev = grads.get(rel.index)
                 grads[rel.index] = part if prev is None else {k: prev[k] + part[k] for k in part}
         return grads
+
+    def bypass_residuals(self, traces: dict, groups: tuple) -> dict:
+        """The previous input traces of the relations feeding ``groups`` and the previous df
+        traces of those (relation, group) pairs."""
+        wanted = set(groups)
+        fs = {key: v for key, v in traces["f"].items() if key[1] in wanted}
+        relations = {r for r, _ in fs}
+        return {"x": {r: v for r, v in traces["x"].items() if r in relations}, "f": fs}
 
     def traces_of_path(self, traces: dict, path: tuple) -> dict:
         plan = self.graph_executor.plan

@@ -9,10 +9,26 @@ Single step (``alg(x)``)
     ``residual_gradients(kept, dL/dh^t)``, pulled back from the processed weights to the
     ``ParamState`` leaves by the VJP of ``params -> operands``.
 
+    Hidden output bypass: when an output reads hidden values from before the update
+    (``plan.bypass_groups`` not empty, a static decision), the same VJP also gives
+    :math:`\partial L^t/\partial h^{t-1}` along the paths that cross no new hidden value (the
+    cotangent of the previous hidden values, new ones detached), and the relations get
+    ``bypass_gradients(kept_prev, dL/dh^{t-1})`` too, with ``kept_prev =
+    alg.bypass_residuals(epsilon^{t-1})`` (the *previous* traces of those groups only):
+
+    .. math::
+
+        \nabla_\theta L^t = \partial L^t/\partial\theta\big|_{h\ \mathrm{fixed}}
+        + \frac{\partial L^t}{\partial h^t}\cdot\epsilon^t
+        + \frac{\partial L^t}{\partial h^{t-1}}\Big|_{\mathrm{bypass}}\cdot\epsilon^{t-1}.
+
 Multi step (``alg(MultiStepData(xs))``, ``vjp_method='multi-step'``)
     forward: scan the trace update over the window. backward: exact VJP through the window
     (parameters learned online or as readouts keep their in-window gradient) plus
-    ``trace_gradients(epsilon^{t_0}, dL/dh^{t_0})`` at the window entry.
+    ``trace_gradients(epsilon^{t_0}, dL/dh^{t_0})`` at the window entry. No bypass term is
+    needed there: :math:`\partial L/\partial h^{t_0}` is the window's exact VJP w.r.t. its entry
+    state, so it already holds the first step's bypass paths, and :math:`\epsilon^{t_0}` is the
+    trace that belongs to :math:`h^{t_0}`.
 
 The states are read before and written after the custom function: it is pure.
 """
@@ -98,6 +114,20 @@ class StateLayout:
             others[i] = value
         return others
 
+    def bypass_positions(self) -> list:
+        """Indices among "other" leaves of the members of ``plan.bypass_groups``."""
+        return [i for g in self.plan.bypass_groups for i in self.hidden_other_index[g]]
+
+    def bypass_signal(self, hidden_cotangents: list) -> dict:
+        """``{group: dL/dh^{t-1}}`` of ``plan.bypass_groups`` from the cotangents of the leaves
+        at :meth:`bypass_positions`."""
+        result, k = {}, 0
+        for g in self.plan.bypass_groups:
+            n = len(self.hidden_other_index[g])
+            result[g] = self.plan.groups[g].concat_hidden(hidden_cotangents[k : k + n])
+            k += n
+        return result
+
     def entry_signal(self, hidden_cotangents: list) -> dict:
         result, k = {}, 0
         for group, idx in zip(self.plan.groups, self.hidden_other_index):
@@ -122,6 +152,15 @@ def _add(a: list, b: list) -> list:
     return [x + y for x, y in zip(a, b)]
 
 
+def _merge_grads(a: dict, b: dict) -> dict:
+    """Sum two ``{relation: {key: grad}}`` dicts (a relation may be in one only)."""
+    merged = dict(a)
+    for r, part in b.items():
+        prev = merged.get(r)
+        merged[r] = part if prev is None else {k: prev[k] + part[k] for k in part}
+    return merged
+
+
 def _fill_operands(operands: dict, grads: dict) -> dict:
     """Operand-shaped cotangents: the relation gradients where given, zeros elsewhere."""
     return {
@@ -144,10 +183,12 @@ def make_single_step(alg: Any):
     out_treedef = plan.module_info.out_treedef
     summarize = getattr(alg, "_step_data_summary", None)
     stacked_hidden = ex.graph.hidden_feeds_hidden
+    bypass_at = layout.bypass_positions()  # static: empty for most models
     # the traces' cotangent is zero: built from static shapes, so no trace is a residual
     trace_shapes = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), alg.etrace.value)
 
-    def step_with_data(params, others, traces, count, arg_leaves):
+    def step_with_data(params, others, traces, prev_count, arg_leaves):
+        count = next_count(prev_count)
         invals = layout.assemble(arg_leaves, params, others)
         outs, new_states, data = ex.step_data(invals)
         new_traces = alg.update_traces(traces, data, count)
@@ -155,22 +196,29 @@ def make_single_step(alg: Any):
         record = jax.lax.stop_gradient(summarize(data)) if summarize is not None else None
         return (outs, layout.others_of(new_states), new_traces, record), data
 
-    def run(params, others, traces, count, arg_leaves):
-        return step_with_data(params, others, traces, count, arg_leaves)[0]
+    def run(params, others, traces, prev_count, arg_leaves):
+        return step_with_data(params, others, traces, prev_count, arg_leaves)[0]
 
     custom = jax.custom_vjp(run)
 
-    def fwd(params, others, traces, count, arg_leaves):
-        primal, data = step_with_data(params, others, traces, count, arg_leaves)
+    def fwd(params, others, traces, prev_count, arg_leaves):
+        primal, data = step_with_data(params, others, traces, prev_count, arg_leaves)
         outs, new_others, new_traces, record = primal
+        count = next_count(prev_count)
         zeros_p = [jnp.zeros(v.aval.shape, v.aval.dtype) for v in plan.hidden_outvars]
 
-        def readout(params, perturbations):
-            invals = layout.assemble(arg_leaves, params, others)
+        def readout(params, prev_hidden, perturbations):
+            # prev_hidden: the bypassing groups' h^{t-1} (new hidden values are detached, so
+            # its cotangent is dL^t/dh^{t-1} along the bypass paths only)
+            current = list(others)
+            for i, value in zip(bypass_at, prev_hidden):
+                current[i] = value
+            invals = layout.assemble(arg_leaves, params, current)
             outs_p, operands = ex.perturbed_outputs(invals, perturbations)
             return outs_p[:num_out], operands
 
-        (_, operands), vjp_fn = jax.vjp(readout, params, zeros_p)
+        prev_hidden = [others[i] for i in bypass_at]
+        (_, operands), vjp_fn = jax.vjp(readout, params, prev_hidden, zeros_p)
         signal_fn = None
         if stacked_hidden:
             # the learning signal is the total same-step dL/dh^t: h1^t also reaches the loss
@@ -181,25 +229,32 @@ def make_single_step(alg: Any):
 
             _, signal_fn = jax.vjp(signal, zeros_p)
         kept = alg.gradient_residuals(new_traces, data)
-        residuals = (vjp_fn, signal_fn, kept, operands, count, others, arg_leaves)
-        return primal, residuals
+        # the previous traces only where an output reads h^{t-1} (static)
+        kept_prev = alg.bypass_residuals(traces, plan.bypass_groups) if bypass_at else None
+        residuals = (vjp_fn, signal_fn, kept, kept_prev, operands, count, prev_count, others)
+        return primal, (*residuals, arg_leaves)
 
     def bwd(residuals, cotangents):
-        vjp_fn, signal_fn, kept, operands, count, others, arg_leaves = residuals
+        vjp_fn, signal_fn, kept, kept_prev, operands, count, prev_count, others = residuals[:8]
+        arg_leaves = residuals[8]
         out_cot, other_cot, _, _ = cotangents
         zero_ops = jax.tree.map(jnp.zeros_like, operands)
-        bypass, p_cot = vjp_fn((list(out_cot), zero_ops))
+        readout_grads, prev_cot, p_cot = vjp_fn((list(out_cot), zero_ops))
         if signal_fn is not None:
             (p_cot,) = signal_fn(list(out_cot))
         dl_dh = layout.signal_per_group(p_cot, list(other_cot))
         grads = alg.residual_gradients(kept, dl_dh, operands, count)
+        if kept_prev is not None:
+            dl_dh_prev = layout.bypass_signal(prev_cot)
+            prev = alg.bypass_gradients(kept_prev, dl_dh_prev, operands, prev_count)
+            grads = _merge_grads(grads, prev)
         zero_outs = [jnp.zeros_like(c) for c in out_cot]
-        from_traces, _ = vjp_fn((zero_outs, _fill_operands(operands, grads)))
+        from_traces = vjp_fn((zero_outs, _fill_operands(operands, grads)))[0]
         return (
-            _add(bypass, from_traces),
+            _add(readout_grads, from_traces),
             _zeros(others),
             jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), trace_shapes),
-            zero_cotangent(count),
+            zero_cotangent(prev_count),
             _zeros(arg_leaves),
         )
 
@@ -207,10 +262,11 @@ def make_single_step(alg: Any):
 
     def step(args):
         params, others = layout.read()
-        count = next_count(alg.count.value)
+        prev_count = alg.count.value
         outs, new_others, new_traces, record = custom(
-            params, others, alg.etrace.value, count, jax.tree.leaves(args)
+            params, others, alg.etrace.value, prev_count, jax.tree.leaves(args)
         )
+        count = next_count(prev_count)
         layout.write_others(new_others)
         alg.etrace.value = new_traces
         alg.count.value = count

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import brainstate
 import jax
 import jax.numpy as jnp
@@ -31,6 +33,15 @@ class Cell(brainstate.nn.Module):
     def update(self, x):
         self.h.value = jnp.tanh(self.body(self, x, self.h.value))
         return self.h.value
+
+
+class DelayedCell(Cell):
+    """Returns ``tanh(h)`` of the state *before* the update (a hidden output bypass)."""
+
+    def update(self, x):
+        previous = self.h.value
+        super().update(x)
+        return jnp.tanh(previous)
 
 
 def kinds(model, x, **kw):
@@ -91,6 +102,10 @@ CASES = {
     K.HIDDEN_GROUP_MERGED: lambda: (init(enn.LSTMCell(3, 4)), jnp.ones(3)),
     K.STATE_MISMATCH: lambda: (init(TwoLayerRNN()), jnp.ones(10)),
     K.OUTPUT_BYPASSES_HIDDEN: lambda: (init(TwoLayerRNN()), jnp.ones(10)),
+    K.HIDDEN_OUTPUT_BYPASS: lambda: (
+        DelayedCell(lambda s, x, h: matmul(x, s.W.value) + h),
+        jnp.ones(3),
+    ),
     K.TRANSITION_POSITION_COUPLING_CUT: lambda: (CoupledPlain(), jnp.ones(3)),
     K.PARAM_NOT_USED_BY_ETP: lambda: (
         Cell(lambda s, x, h: matmul(x, s.W.value) + h @ s.V.value),
@@ -131,14 +146,38 @@ def test_every_kind_has_a_case():
     assert covered == set(DiagnosticKind)
 
 
-def test_levels_and_user_warning_location():
-    model, x = CASES[K.RELATION_EXCLUDED_WEIGHT_TO_WEIGHT]()
-    with pytest.warns(UserWarning, match="weight_to_weight") as caught:
+def test_surprising_warnings_point_at_the_user_line_once():
+    model, x = CASES[K.TRANSITION_POSITION_COUPLING_CUT]()
+    with pytest.warns(UserWarning, match="transition_position_coupling_cut") as caught:
         graph = compile_etrace_graph(model, x)
     assert all(w.filename == __file__ for w in caught)
-    (record,) = records(graph, K.RELATION_EXCLUDED_WEIGHT_TO_WEIGHT)
+    texts = [str(w.message) for w in caught]
+    assert len(texts) == len(set(texts))  # each text once per compilation
+    (record,) = records(graph, K.TRANSITION_POSITION_COUPLING_CUT)
     assert record.level == DiagnosticLevel.WARNING
     assert DiagnosticLevel.INFO < DiagnosticLevel.WARNING < DiagnosticLevel.ERROR
+
+
+@pytest.mark.parametrize(
+    "model_x",
+    [
+        lambda: (init(enn.GRUCell(3, 4)), jnp.ones(3)),  # Wr: weight to weight
+        lambda: (init(TwoLayerRNN()), jnp.ones(10)),  # a readout
+    ],
+    ids=["gru_wr", "readout"],
+)
+def test_normal_situations_are_quiet(model_x):
+    """Quiet by default: a GRU's Wr and a readout are in the records (the explorer and
+    ``explain()`` show them) but raise no UserWarning."""
+    model, x = model_x()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = compile_etrace_graph(model, x)
+    assert graph.diagnostics
+    for record in records(graph, K.RELATION_EXCLUDED_NON_TEMPORAL):
+        assert record.level == DiagnosticLevel.INFO  # a readout is normal
+    for record in records(graph, K.RELATION_EXCLUDED_WEIGHT_TO_WEIGHT):
+        assert record.level == DiagnosticLevel.WARNING  # still a warning in the records
 
 
 # -- bad input ----------------------------------------------------------------------------

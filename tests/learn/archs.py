@@ -1,0 +1,165 @@
+"""Generated recurrent architectures for the gradient-claim property tests (issue 12 G).
+
+An :class:`Arch` describes a stack of one or two layers of ``N`` units; :class:`ArchNet` builds
+it as a brainstate module. Each layer picks
+
+* ``states``: one hidden state, or two that read each other element-wise (a multi-state
+  group: ``v`` and an adaptation ``a``);
+* ``rec``: the recurrence -- ``none``, ``leaky`` (element-wise decay), ``dense`` (an ETP
+  ``matmul`` of ``h^{t-1}``), ``concat`` (one ETP ``matmul`` of ``[x, h^{t-1}]``) or ``mix``
+  (a plain ``h^{t-1} @ M`` with a constant ``M``: a position-coupling op);
+* ``inp``: the input op, an ETP ``matmul`` or an ETP ``element_wise`` gain;
+* ``bias``: none, an ETP ``element_wise`` bias of shape ``(N,)`` (broadcast over the batch)
+  or a plain ``ParamState`` added with ``+``;
+* ``act``: ``tanh`` or a smooth spike;
+* ``reads``: whether what follows (the next layer, the output) reads the new value of the
+  layer's state or the value from before this step's update;
+* ``adapt`` (two states): the adaptation reads the state before (``old``) or after
+  (``new``) its update, or is updated first from ``y`` and the state reads its new value
+  (``first``: an in-step read of a new value, like an LSTM's ``h`` reading the new ``c``);
+* ``cross`` (second layer only): the first layer's previous state added element-wise into
+  the second layer's update (a cross-layer, cross-group dependency).
+
+The output is an ETP or a plain readout of the last layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import brainstate
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import etp_viz
+
+N = 3
+RECS = ("none", "leaky", "dense", "concat", "mix")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    states: int = 1
+    rec: str = "leaky"
+    inp: str = "dense"
+    bias: str = "none"
+    act: str = "tanh"
+    reads: str = "new"
+    cross: bool = False
+    #: two states: how the adaptation and the state read each other (module docstring)
+    adapt: str = "old"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    layers: tuple = (Layer(),)
+    out: str = "etp"
+    batch: int | None = None
+    seed: int = 0
+
+    def describe(self) -> str:
+        parts = [
+            f"L{i}(S={la.states},rec={la.rec},inp={la.inp},bias={la.bias},act={la.act},"
+            f"reads={la.reads},adapt={la.adapt}{',cross' if la.cross else ''})"
+            for i, la in enumerate(self.layers)
+        ]
+        return " -> ".join(parts) + f" -> out={self.out}, batch={self.batch}"
+
+
+def _param(rng: np.random.Generator, shape: tuple, scale: float = 0.6) -> brainstate.ParamState:
+    return brainstate.ParamState(jnp.asarray(scale * rng.standard_normal(shape)))
+
+
+def _spike(v):
+    return jax.nn.sigmoid(3.0 * (v - 0.5))
+
+
+class ArchLayer(brainstate.nn.Module):
+    def __init__(self, spec: Layer, num_in: int, rng: np.random.Generator):
+        super().__init__()
+        self.spec = spec
+        if spec.rec == "concat":
+            self.Wcat = _param(rng, (num_in + N, N), 0.5)
+        elif spec.inp == "dense" or num_in != N:
+            self.Win = _param(rng, (num_in, N))
+        else:
+            self.gain = _param(rng, (N,))
+        if spec.rec == "dense":
+            self.Wrec = _param(rng, (N, N), 0.5)
+        elif spec.rec == "mix":
+            self.mix = jnp.asarray(0.4 * rng.standard_normal((N, N)))
+        if spec.bias != "none":
+            self.b = _param(rng, (N,), 0.3)
+        self.decay = jnp.asarray(rng.uniform(0.4, 0.9, N))
+
+    def init_state(self, batch_size=None, **kwargs):
+        shape = (N,) if batch_size is None else (batch_size, N)
+        self.h = brainstate.HiddenState(jnp.full(shape, 0.1))
+        if self.spec.states == 2:
+            self.a = brainstate.HiddenState(jnp.zeros(shape))
+
+    def reset_state(self, batch_size=None, **kwargs):
+        self.init_state(batch_size)
+
+    def update(self, x, cross=None):
+        spec = self.spec
+        h_old = self.h.value
+        if spec.rec == "concat":
+            y = etp_viz.matmul(jnp.concatenate([x, h_old], axis=-1), self.Wcat.value)
+        elif hasattr(self, "Win"):
+            y = etp_viz.matmul(x, self.Win.value)
+        else:
+            y = x * etp_viz.element_wise(self.gain.value)
+        if spec.rec == "dense":
+            y = y + etp_viz.matmul(h_old, self.Wrec.value)
+        elif spec.rec == "mix":
+            y = y + h_old @ self.mix
+        if spec.bias == "etp":
+            y = y + etp_viz.element_wise(self.b.value)
+        elif spec.bias == "plain":
+            y = y + self.b.value
+        if cross is not None:
+            y = y + 0.5 * cross
+        act = jnp.tanh if spec.act == "tanh" else _spike
+        new = act(y)
+        if spec.rec in ("leaky", "mix"):
+            new = new + self.decay * h_old
+        if spec.states == 2 and spec.adapt == "first":  # a first; h reads the new a
+            self.a.value = 0.7 * self.a.value + 0.3 * act(y)
+            new = new - 0.4 * self.a.value
+        elif spec.states == 2:
+            a_old = self.a.value
+            new = new - 0.4 * a_old
+            self.a.value = 0.7 * a_old + 0.3 * act(new if spec.adapt == "new" else h_old)
+        self.h.value = new
+        return h_old if spec.reads == "old" else self.h.value
+
+
+class ArchNet(brainstate.nn.Module):
+    def __init__(self, arch: Arch):
+        super().__init__()
+        rng = np.random.default_rng(arch.seed)
+        self.arch = arch
+        self.layers = [ArchLayer(spec, N, rng) for spec in arch.layers]
+        self.Wo = _param(rng, (N, 2))
+
+    def update(self, x):
+        olds = [layer.h.value for layer in self.layers]  # before any update of this step
+        for i, layer in enumerate(self.layers):
+            x = layer(x, olds[i - 1] if i and layer.spec.cross else None)
+        if self.arch.out == "etp":
+            return etp_viz.matmul(x, self.Wo.value)
+        return x @ self.Wo.value
+
+
+def build(arch: Arch) -> ArchNet:
+    net = ArchNet(arch)
+    brainstate.nn.init_all_states(net, batch_size=arch.batch)
+    return net
+
+
+def inputs(arch: Arch, num_steps: int) -> jax.Array:
+    shape = (num_steps, N) if arch.batch is None else (num_steps, arch.batch, N)
+    rng = np.random.default_rng(arch.seed + 1000)
+    return jnp.asarray(rng.standard_normal(shape))
