@@ -117,6 +117,34 @@ export function fitBox(base, pad = 10) {
   return { x: base.x - pad, y: base.y - pad, w: base.w + 2 * pad, h: base.h + 2 * pad };
 }
 
+/** Pixels per SVG unit below which the first view stops fitting the whole graph (a point is
+ * a pixel at 1: Graphviz's 14 pt labels read as ~8 px text at 0.6). */
+export const MIN_FIT_SCALE = 0.6;
+
+/**
+ * The first view of a layout: the whole graph when it fits the pane at `minScale` pixels per
+ * SVG unit or more; otherwise a pane-sized window at `minScale` along the top of the graph
+ * (where its inputs and first ETP ops are), centred on the nodes drawn there.
+ * @param {{x: number, y: number, w: number, h: number}} base
+ * @param {{width: number, height: number}} rect  the pane's size in pixels
+ * @param {Iterable<import("./xdot.js").Item>} [items]
+ */
+export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad = 10) {
+  const fit = fitBox(base, pad);
+  if (!(rect.width > 0 && rect.height > 0)) return fit;
+  if (Math.min(rect.width / fit.w, rect.height / fit.h) >= minScale) return fit;
+  const w = Math.min(fit.w, rect.width / minScale);
+  const h = Math.min(fit.h, rect.height / minScale);
+  let sum = 0, count = 0;
+  for (const item of items) {
+    const bounds = item.k === "node" ? itemBounds(item) : null;
+    if (bounds && bounds[1] < fit.y + h / 2) { sum += (bounds[0] + bounds[2]) / 2; count += 1; }
+  }
+  const centre = count ? sum / count : fit.x + fit.w / 2;
+  const x = Math.max(fit.x, Math.min(centre - w / 2, fit.x + fit.w - w));
+  return { x, y: fit.y, w, h };
+}
+
 function boxText(/** @type {{x: number, y: number, w: number, h: number}} */ box) {
   return `${box.x} ${box.y} ${box.w} ${box.h}`;
 }
@@ -206,7 +234,7 @@ export class GraphView {
     svg.setAttribute("class", "etp-graph etp-building");
     // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
     const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
-    svg.setAttribute("viewBox", boxText(fitBox(base)));
+    svg.setAttribute("viewBox", boxText(initialBox(base, this.paneSize())));
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
     const root = document.createElementNS(SVG_NS, "g");
     root.setAttribute("class", "graph");
@@ -245,7 +273,7 @@ export class GraphView {
     svg.classList.remove("etp-building");
     this.svg = svg;
     this.highlighted = [];
-    this.fit();
+    this.setBox(initialBox(base, this.paneSize(), drawn.values()));
     return true;
   }
 
@@ -259,6 +287,13 @@ export class GraphView {
     const text = boxText(box);
     // an unchanged viewBox is not written again (that would re-layout every element)
     if (this.svg && this.svg.getAttribute("viewBox") !== text) this.svg.setAttribute("viewBox", text);
+  }
+
+  /** The pane's size on screen (before an SVG exists: the container's), for the first view. */
+  paneSize() {
+    if (this.size && this.size.width > 0) return this.size;
+    const r = (this.svg || this.container).getBoundingClientRect();
+    return { width: r.width, height: r.height };
   }
 
   /** The SVG's size on screen: the observed pane size, or (before the first observation) a read. */

@@ -1,0 +1,32 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { initialBox, fitBox, MIN_FIT_SCALE } from "../src/view.js";
+
+/** A node item (xdot draw list) with a box at (x, y) of 80 x 30 units. */
+const node = (id, x, y) => ({
+  k: "node", id, t: [],
+  s: [{ e: "p", p: `${x} ${y} ${x + 80} ${y} ${x + 80} ${y + 30} ${x} ${y + 30}`, f: null, s: "#000" }],
+});
+
+test("a graph that fits at a readable scale is fitted whole", () => {
+  const base = { x: 0, y: 0, w: 600, h: 400 };
+  assert.deepEqual(initialBox(base, { width: 800, height: 600 }), fitBox(base));
+});
+
+test("a huge graph is not fitted into a dot: a readable window on its top, centred on its nodes", () => {
+  const base = { x: 0, y: 0, w: 20000, h: 30000 };
+  const pane = { width: 1200, height: 800 };
+  const items = [node("a", 4000, 10), node("b", 4400, 200), node("deep", 19000, 29000)];
+  const box = initialBox(base, pane, items);
+  assert.ok(Math.abs(Math.min(pane.width / box.w, pane.height / box.h) - MIN_FIT_SCALE) < 1e-9);
+  assert.equal(box.y, fitBox(base).y); // the top of the graph
+  assert.ok(Math.abs(box.x + box.w / 2 - 4240) < 1e-9, JSON.stringify(box)); // between a and b
+});
+
+test("the window stays inside the graph and an unmeasured pane falls back to a full fit", () => {
+  const base = { x: 0, y: 0, w: 20000, h: 300 };
+  const box = initialBox(base, { width: 1200, height: 800 }, [node("left", 0, 0)]);
+  assert.equal(box.x, fitBox(base).x);
+  assert.equal(box.h, fitBox(base).h);
+  assert.deepEqual(initialBox(base, { width: 0, height: 0 }), fitBox(base));
+});
