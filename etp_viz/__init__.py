@@ -65,7 +65,9 @@ from .learn import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .learn import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .learn import MultiStepData as MultiStepData
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
+from .learn import VerifyReport as VerifyReport
 from .learn import pp_prop as pp_prop
+from .learn import verify as verify
 
 # --- lazy: tasks, live runs, the view model, plots, and the widget ----------------------------
 #: Subpackages / modules exposed as namespaces, imported on first use (`etp_viz.live.Session`,

@@ -46,8 +46,21 @@ import jax
 
 from etp_viz import _compat
 
-from ._jaxpr import VISITS
-from ._positions import is_position_preserving, is_tail_position_preserving
+from ._positions import is_position_preserving
+from .dataflow import (
+    MAX_NAMED_EQNS,
+    NEW,
+    OLD_C,
+    OLD_E,
+    OLD_P,
+    PLAIN,
+    Y_C,
+    Y_E,
+    Y_P,
+    Flow,
+    bits_of,
+    leaf_name,
+)
 
 __all__ = ["CLAIM_ALGORITHMS", "GradientClaim", "GradientClaims", "gradient_claims"]
 
@@ -58,7 +71,6 @@ ES_REASON = (
     "ES-D-RTRL factorises the trace into input × output (decaying averages), not the exact "
     "per-weight trace"
 )
-_MAX_NAMED_EQNS = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,241 +192,6 @@ def canonical_algorithm(algorithm: Any) -> str:
     return CLAIM_ALGORITHMS[key]
 
 
-# -- the dataflow --------------------------------------------------------------------------
-@dataclasses.dataclass
-class _Memory:
-    name: str
-    invar: Any
-    outvar: Any
-    hidden_path: tuple | None
-
-
-class _Flow:
-    """Per-Var bit sets of one forward pass, per-equation summaries and a backward reach."""
-
-    def __init__(self, graph: Any):
-        self.minfo = minfo = graph.module_info
-        self.eqns = minfo.jaxpr.eqns
-        self.memories = _memories(minfo)
-        self.relations = [r for r in graph.hidden_param_op_relations if r.trainable_vars]
-        self.rel_eqn = [_relation_eqn(minfo, r) for r in self.relations]
-        self.leaves = [v for v in minfo.weight_invars]
-        self.leaf_bit = {v: 1 << i for i, v in enumerate(self.leaves)}
-        self.group_mask = {}
-        for g in graph.hidden_groups:
-            bits = self._bits_of_paths(g.hidden_paths)
-            for p in g.hidden_paths:
-                self.group_mask[p] = bits
-        self._forward()
-        self._backward()
-        #: memories whose new value reaches an output within the step (directly or through
-        #: other new values): their learning signal is not zero by structure
-        signal = self.at_output[_NEW]
-        changed = True
-        while changed:
-            changed = False
-            for k, at in enumerate(self.at_memory):
-                if signal >> k & 1 and at[_NEW] & ~signal:
-                    signal |= at[_NEW]
-                    changed = True
-        self.signal = signal
-
-    def _bits_of_paths(self, paths: Any) -> int:
-        wanted = set(map(tuple, paths))
-        return sum(1 << k for k, m in enumerate(self.memories) if m.hidden_path in wanted)
-
-    def _forward(self) -> None:
-        from etp_viz.ops import is_etp_enable_gradient_primitive, is_etp_primitive
-
-        old_c: dict = {}
-        old_e: dict = {}
-        old_p: dict = {}
-        y_c: dict = {}
-        y_e: dict = {}
-        y_p: dict = {}
-        plain: dict = {}
-        new: dict = {}
-        tables = (old_c, old_e, old_p, y_c, y_e, y_p, plain, new)
-        out_of: dict = {}  # memory outvar -> memory indices
-        for k, mem in enumerate(self.memories):
-            old_c[mem.invar] = old_c.get(mem.invar, 0) | 1 << k
-            out_of.setdefault(mem.outvar, []).append(k)
-        for v, bit in self.leaf_bit.items():
-            plain[v] = bit
-        own_operands: dict[int, dict] = {}
-        for r, rel in enumerate(self.relations):
-            ops = own_operands.setdefault(self.rel_eqn[r], {})
-            for key, var in rel.trainable_vars.items():
-                path = rel.trainable_paths[key]
-                leaf = self.minfo.weight_path_to_invars[path][rel.trainable_leaf_indices[key]]
-                ops[var] = ops.get(var, 0) | self.leaf_bit[leaf]
-        rel_at = {}
-        for r, index in enumerate(self.rel_eqn):
-            rel_at[index] = rel_at.get(index, 0) | 1 << r
-        self.at_memory: list = [None] * len(self.memories)
-        for k, mem in enumerate(self.memories):
-            if not _compat.is_var(mem.outvar) or _produced(mem, self):
-                continue
-            # written back unchanged (or a literal): it reads what its Var carries
-            self.at_memory[k] = tuple(t.get(mem.outvar, 0) for t in tables)
-        self.eqn_in: list = []
-        cache: dict = {}
-        for index, eqn in enumerate(self.eqns):
-            VISITS.count += 1
-            ins = [v if _compat.is_var(v) else None for v in eqn.invars]
-            masks = [[t.get(v, 0) if v is not None else 0 for v in ins] for t in tables]
-            union = [_or(m) for m in masks]
-            self.eqn_in.append(union)
-            if not any(union) and index not in rel_at:
-                continue
-            oc, oe, op, yc, ye, yp, pl, nw = union
-            boundary = is_etp_primitive(eqn.primitive) and not is_etp_enable_gradient_primitive(
-                eqn.primitive
-            )
-            own = own_operands.get(index)
-            if own:  # a relation: its own leaves ride on its trace, its y starts here
-                pl = _or(m & ~own.get(v, 0) for v, m in zip(ins, masks[6]))
-            if boundary:
-                oe, oc, op = oc | oe | op, 0, 0
-                ye, yc, yp = yc | ye | yp, 0, 0
-            else:
-                old_dep = [bool(a | b | c) for a, b, c in zip(masks[0], masks[1], masks[2])]
-                if any(old_dep) and not is_position_preserving(eqn, old_dep, cache):
-                    op, oc = op | oc, 0
-                y_dep = [bool(a | b | c) for a, b, c in zip(masks[3], masks[4], masks[5])]
-                if any(y_dep) and not is_tail_position_preserving(eqn, y_dep, cache):
-                    yp, yc = yp | yc, 0
-            yc |= rel_at.get(index, 0)
-            values = (oc, oe, op, yc, ye, yp, pl, nw)
-            for out in eqn.outvars:
-                if not _compat.is_var(out):
-                    continue
-                for table, value in zip(tables, values):
-                    if value:
-                        table[out] = value
-                for k in out_of.get(out, ()):
-                    self.at_memory[k] = values
-                if out in out_of:  # a new memory value: paths stop here, its own bit starts
-                    for table in tables:
-                        table.pop(out, None)
-                    new[out] = sum(1 << k for k in out_of[out])
-        empty = (0,) * len(tables)
-        self.at_memory = [m if m is not None else empty for m in self.at_memory]
-        outs = [v for v in self.minfo.out_vars if _compat.is_var(v)]
-        self.at_output = tuple(_or(t.get(v, 0) for v in outs) for t in tables)
-
-    def _backward(self) -> None:
-        """``reach[index]``: memories (bits) and outputs (bit ``len(memories)``) that the
-        outputs of equation ``index`` reach without crossing a new memory value."""
-        out_bit = 1 << len(self.memories)
-        own: dict = {}
-        for k, mem in enumerate(self.memories):
-            if _compat.is_var(mem.outvar):
-                own[mem.outvar] = own.get(mem.outvar, 0) | 1 << k
-        acc: dict = {}
-        for v in self.minfo.out_vars:
-            if _compat.is_var(v):
-                acc[v] = acc.get(v, 0) | out_bit
-        self.reach = [0] * len(self.eqns)
-        for index in range(len(self.eqns) - 1, -1, -1):
-            VISITS.count += 1
-            eqn = self.eqns[index]
-            mask = 0
-            for v in eqn.outvars:
-                if _compat.is_var(v):
-                    mask |= own[v] if v in own else acc.get(v, 0)
-            self.reach[index] = mask
-            if mask:
-                for v in eqn.invars:
-                    if _compat.is_var(v):
-                        acc[v] = acc.get(v, 0) | mask
-
-    def eqns_where(self, table: int, bits: int, reach: int, exclude: int = -1) -> tuple:
-        """Equations whose inputs carry ``bits`` in ``table`` and whose outputs reach ``reach``
-        (the first few, in order)."""
-        found = []
-        for index, union in enumerate(self.eqn_in):
-            if index != exclude and union[table] & bits and self.reach[index] & reach:
-                found.append(index)
-                if len(found) >= _MAX_NAMED_EQNS:
-                    break
-        return tuple(found)
-
-    def reading_new(self, bits: int, reach: int) -> tuple:
-        """Equations that read the new value of a memory in ``bits`` and reach ``reach``."""
-        outvars = {m.outvar for k, m in enumerate(self.memories) if bits >> k & 1}
-        return self._reading(outvars, reach)
-
-    def reading(self, bits: int, reach: int) -> tuple:
-        """Equations that read the previous value of a memory in ``bits`` and reach
-        ``reach``."""
-        invars = {m.invar for k, m in enumerate(self.memories) if bits >> k & 1}
-        return self._reading(invars, reach)
-
-    def _reading(self, invars: set, reach: int) -> tuple:
-        found = []
-        for index, eqn in enumerate(self.eqns):
-            if self.reach[index] & reach and any(
-                _compat.is_var(v) and v in invars for v in eqn.invars
-            ):
-                found.append(index)
-                if len(found) >= _MAX_NAMED_EQNS:
-                    break
-        return tuple(found)
-
-
-_OLD_C, _OLD_E, _OLD_P, _Y_C, _Y_E, _Y_P, _PLAIN, _NEW = range(8)
-
-
-def _produced(mem: _Memory, flow: _Flow) -> bool:
-    return mem.outvar in flow.minfo.def_use.producer
-
-
-def _bits(mask: int) -> list:
-    return [k for k in range(mask.bit_length()) if mask >> k & 1]
-
-
-def _or(values: Any) -> int:
-    out = 0
-    for v in values:
-        out |= v
-    return out
-
-
-def _memories(minfo: Any) -> list:
-    import brainstate
-
-    invars = list(minfo.invars[minfo.num_arg_leaves :])
-    outvars = list(minfo.jaxpr.outvars[minfo.num_out_leaves :])
-    hidden_of = dict(minfo.invar_to_hidden_path)
-    out: list = []
-    start = 0
-    for state in minfo.compiled_model_states:
-        leaves = jax.tree_util.tree_flatten_with_path(state.value)[0]
-        path = minfo.path_of(state)
-        for offset, (key, _) in enumerate(leaves):
-            invar, outvar = invars[start + offset], outvars[start + offset]
-            if not isinstance(state, brainstate.ParamState) and outvar is not invar:
-                name = _leaf_name(path, key)
-                out.append(_Memory(name, invar, outvar, hidden_of.get(invar)))
-        start += len(leaves)
-    return out
-
-
-def _leaf_name(path: tuple, key: tuple) -> str:
-    parts = [str(p) for p in path]
-    for entry in key:
-        for attr in ("key", "idx", "name"):
-            if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
-                break
-    return ".".join(parts)
-
-
-def _relation_eqn(minfo: Any, rel: Any) -> int:
-    return rel.eqn_index if rel.eqn_index >= 0 else minfo.def_use.producer[rel.y_var]
-
-
 # -- the claims ----------------------------------------------------------------------------
 def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     """Per weight leaf, the claim an online ``algorithm`` makes about its gradient.
@@ -437,7 +214,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     ('approximate', 'drops h→h through rnn.W.weight (etp_mv, equation 4) ...')
     """
     name = canonical_algorithm(algorithm)
-    flow = _Flow(graph)
+    flow = Flow(graph)
     minfo = graph.module_info
     readout_leaves = {
         (path, i) for path, ro in graph.readout_params.items() for i in ro.leaf_indices
@@ -447,7 +224,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     claims = GradientClaims()
     for path, leaves in minfo.weight_path_to_invars.items():
         for leaf_index, leaf in enumerate(leaves):
-            key = _leaf_name(path, _leaf_keys(minfo, path)[leaf_index])
+            key = leaf_name(path, _leaf_keys(minfo, path)[leaf_index])
             uses = [
                 r
                 for r, rel in enumerate(flow.relations)
@@ -486,7 +263,7 @@ def _leaf_keys(minfo: Any, path: tuple) -> list:
     return [key for key, _ in jax.tree_util.tree_flatten_with_path(state.value)[0]]
 
 
-def _closure(flow: _Flow, start: int) -> int:
+def _closure(flow: Flow, start: int) -> int:
     reach = start
     changed = True
     while changed:
@@ -494,20 +271,20 @@ def _closure(flow: _Flow, start: int) -> int:
         for k, at in enumerate(flow.at_memory):
             if reach >> k & 1:
                 continue
-            if (at[_OLD_C] | at[_OLD_E] | at[_OLD_P] | at[_NEW]) & reach:
+            if (at[OLD_C] | at[OLD_E] | at[OLD_P] | at[NEW]) & reach:
                 reach |= 1 << k
                 changed = True
     return reach
 
 
-def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
+def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
     """``[(reason, equation indices)]`` for relation ``r`` (empty: its traces are exact)."""
     rel = flow.relations[r]
     mems = flow.memories
     bit = 1 << r
-    tracked = flow._bits_of_paths([p for g in rel.hidden_groups for p in g.hidden_paths])
+    tracked = flow.bits_of_paths([p for g in rel.hidden_groups for p in g.hidden_paths])
     direct = sum(
-        1 << k for k, at in enumerate(flow.at_memory) if (at[_Y_C] | at[_Y_E] | at[_Y_P]) & bit
+        1 << k for k, at in enumerate(flow.at_memory) if (at[Y_C] | at[Y_E] | at[Y_P]) & bit
     )
     reach = _closure(flow, tracked | direct)
     drops: list = []
@@ -517,7 +294,7 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
         target = mems[k].name
         kbit = 1 << k
         if tracked & kbit:
-            etp = at[_OLD_E] & reach
+            etp = at[OLD_E] & reach
             if etp:
                 eqns = _boundary_eqns(flow, etp, kbit)
                 drops.append(
@@ -526,7 +303,7 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                         eqns,
                     )
                 )
-            coupled = at[_OLD_P] & reach
+            coupled = at[OLD_P] & reach
             if coupled:
                 eqns = _coupling_eqns(flow, coupled, kbit)
                 drops.append(
@@ -536,9 +313,10 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                         eqns,
                     )
                 )
-            twice = at[_NEW] & tracked & ~kbit if flow.signal & kbit else 0
+            reads_new = flow.new_closure[k]  # directly or through other new values
+            twice = reads_new & tracked & ~kbit if flow.signal & kbit else 0
             if twice:
-                eqns = flow.reading_new(twice, kbit)
+                eqns = flow.reading_new(twice, kbit) or flow.reading_new(at[NEW], kbit)
                 drops.append(
                     (
                         f"counts the in-step path {_names(mems, twice)} → {target} twice "
@@ -549,17 +327,10 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                 )
             own_group = flow.group_mask.get(mems[k].hidden_path, kbit)
             stale = sum(
-                1 << j
-                for j in _bits(at[_NEW] & tracked & ~own_group)
-                if (
-                    flow.at_memory[j][_OLD_C]
-                    | flow.at_memory[j][_OLD_E]
-                    | flow.at_memory[j][_OLD_P]
-                )
-                & reach
+                1 << j for j in bits_of(reads_new & ~own_group) if flow.old_total[j] & reach
             )
             if stale:
-                eqns = flow.reading_new(stale, kbit)
+                eqns = flow.reading_new(stale, kbit) or flow.reading_new(at[NEW], kbit)
                 drops.append(
                     (
                         f"drops the past of {_names(mems, stale)} in {target}'s trace "
@@ -568,7 +339,7 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                         eqns,
                     )
                 )
-            cross = at[_OLD_C] & reach & ~own_group
+            cross = at[OLD_C] & reach & ~own_group
             if cross:
                 eqns = flow.reading(cross, kbit)
                 drops.append(
@@ -579,7 +350,7 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                     )
                 )
         else:
-            past = (at[_OLD_C] | at[_OLD_E] | at[_OLD_P]) & reach
+            past = (at[OLD_C] | at[OLD_E] | at[OLD_P]) & reach
             if past:
                 eqns = flow.reading(past, kbit)
                 what = (
@@ -594,13 +365,13 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                         eqns,
                     )
                 )
-        if at[_Y_E] & bit:
+        if at[Y_E] & bit:
             eqns = _boundary_eqns_y(flow, bit, kbit, flow.rel_eqn[r])
             drops.append(
                 (f"drops y → {target} through other ETP equation(s) {_describe(flow, eqns)}", eqns)
             )
-        if at[_Y_P] & bit:
-            eqns = flow.eqns_where(_Y_P, bit, kbit) or flow.eqns_where(_Y_C, bit, kbit)
+        if at[Y_P] & bit:
+            eqns = flow.eqns_where(Y_P, bit, kbit) or flow.eqns_where(Y_C, bit, kbit)
             drops.append(
                 (
                     f"drops the position-mixing part of the y → {target} tail "
@@ -608,12 +379,12 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
                     eqns,
                 )
             )
-        if at[_Y_C] & bit and not tracked & kbit:
+        if at[Y_C] & bit and not tracked & kbit:
             eqns = (flow.rel_eqn[r],)
             drops.append(
                 (f"drops y → {target} ({target} is not in this relation's hidden groups)", eqns)
             )
-    old_out = flow.at_output[_OLD_C] | flow.at_output[_OLD_E] | flow.at_output[_OLD_P]
+    old_out = flow.at_output[OLD_C] | flow.at_output[OLD_E] | flow.at_output[OLD_P]
     untracked_read = old_out & reach & ~tracked
     tracked_unhandled = sum(
         1 << k
@@ -636,11 +407,11 @@ def _relation_drops(flow: _Flow, r: int, bypass: set) -> list:
     return drops
 
 
-def _plain_drops(flow: _Flow, leaf_bit: int, key: str) -> list:
+def _plain_drops(flow: Flow, leaf_bit: int, key: str) -> list:
     drops = []
     for k, at in enumerate(flow.at_memory):
-        if at[_PLAIN] & leaf_bit:
-            eqns = flow.eqns_where(_PLAIN, leaf_bit, 1 << k)
+        if at[PLAIN] & leaf_bit:
+            eqns = flow.eqns_where(PLAIN, leaf_bit, 1 << k)
             target = flow.memories[k].name
             drops.append(
                 (
@@ -652,50 +423,50 @@ def _plain_drops(flow: _Flow, leaf_bit: int, key: str) -> list:
     return drops
 
 
-def _boundary_eqns(flow: _Flow, old_bits: int, target: int) -> tuple:
+def _boundary_eqns(flow: Flow, old_bits: int, target: int) -> tuple:
     from etp_viz.ops import is_etp_enable_gradient_primitive, is_etp_primitive
 
     found = []
     for index, union in enumerate(flow.eqn_in):
         prim = flow.eqns[index].primitive
         if (
-            (union[_OLD_C] | union[_OLD_E] | union[_OLD_P]) & old_bits
+            (union[OLD_C] | union[OLD_E] | union[OLD_P]) & old_bits
             and flow.reach[index] & target
             and is_etp_primitive(prim)
             and not is_etp_enable_gradient_primitive(prim)
         ):
             found.append(index)
-            if len(found) >= _MAX_NAMED_EQNS:
+            if len(found) >= MAX_NAMED_EQNS:
                 break
     return tuple(found)
 
 
-def _boundary_eqns_y(flow: _Flow, y_bit: int, target: int, own: int) -> tuple:
+def _boundary_eqns_y(flow: Flow, y_bit: int, target: int, own: int) -> tuple:
     from etp_viz.ops import is_etp_primitive
 
     return tuple(
         i
-        for i in flow.eqns_where(_Y_C, y_bit, target, exclude=own)
-        + flow.eqns_where(_Y_E, y_bit, target, exclude=own)
+        for i in flow.eqns_where(Y_C, y_bit, target, exclude=own)
+        + flow.eqns_where(Y_E, y_bit, target, exclude=own)
         if is_etp_primitive(flow.eqns[i].primitive)
-    )[:_MAX_NAMED_EQNS]
+    )[:MAX_NAMED_EQNS]
 
 
-def _coupling_eqns(flow: _Flow, old_bits: int, target: int) -> tuple:
+def _coupling_eqns(flow: Flow, old_bits: int, target: int) -> tuple:
     found = []
     cache: dict = {}
     for index, union in enumerate(flow.eqn_in):
-        if not union[_OLD_C] & old_bits or not flow.reach[index] & target:
+        if not union[OLD_C] & old_bits or not flow.reach[index] & target:
             continue
         eqn = flow.eqns[index]
         if not is_position_preserving(eqn, [_compat.is_var(v) for v in eqn.invars], cache):
             found.append(index)
-            if len(found) >= _MAX_NAMED_EQNS:
+            if len(found) >= MAX_NAMED_EQNS:
                 break
     return tuple(found)
 
 
-def _describe(flow: _Flow, eqns: tuple) -> str:
+def _describe(flow: Flow, eqns: tuple) -> str:
     if not eqns:
         return "the step"
     names = {}

@@ -1,4 +1,5 @@
-"""etp_viz.learn: graph executors and the online learners D-RTRL and ES-D-RTRL (pp_prop)."""
+"""etp_viz.learn: graph executors, the online learners D-RTRL and ES-D-RTRL (pp_prop), the BPTT
+oracle and `verify` (claims against the numbers)."""
 
 from .base import ETraceAlgorithm as ETraceAlgorithm
 from .base import ETraceVjpAlgorithm as ETraceVjpAlgorithm
@@ -12,3 +13,6 @@ from .pp_prop import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .pp_prop import pp_prop as pp_prop
 from .status import LearningStatus as LearningStatus
 from .status import ParamLearning as ParamLearning
+from .verify import VerifyReport as VerifyReport
+from .verify import VerifyRow as VerifyRow
+from .verify import verify as verify

@@ -169,6 +169,12 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
             zeros = jax.tree.map(lambda s: jnp.zeros((batch_size, *s.shape[1:]), s.dtype), example)
             self.compile_graph(*zeros)
             return
+        self.reset_traces()
+
+    def reset_traces(self) -> None:
+        """Zero the traces and the bias-correction counter; the model's states are left as
+        they are (a replay from the current hidden states)."""
+        self._require_compiled()
         plan = self.graph_executor.plan
         self.etrace.value = self.init_traces(plan)
         self.count.value = jnp.zeros((), _float_dtype(plan))

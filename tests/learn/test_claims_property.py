@@ -61,7 +61,7 @@ ARCHS = st.builds(
 
 def leaf_errors(expected: dict, online: dict) -> dict:
     """``{dotted leaf path: (relative error, |online|, |true|)}``."""
-    from etp_viz.compiler.claims import _leaf_name
+    from etp_viz.compiler.dataflow import leaf_name as _leaf_name
 
     out = {}
     for path, true in expected.items():

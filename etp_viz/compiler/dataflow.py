@@ -1,0 +1,292 @@
+r"""One forward and one backward dataflow pass over a compiled step's flat jaxpr: which
+memories, relations and parameters reach each Var, and by what kind of path.
+
+Every non-parameter state leaf is a *memory* (hidden states and any other state the step
+rewrites). Each Var carries bit sets of
+
+* the memories whose **previous** value reaches it without crossing a new memory value, split
+  by how: ``clean`` (plain position-preserving ops), ``etp`` (through the input of a
+  non-gradient-enabled ETP equation: a boundary, whose effect D-RTRL leaves to the weight
+  traces) or ``coupled`` (through a plain op that moves or mixes positions);
+* the relations whose output ``y`` reaches it (again ``clean`` / ``etp`` / ``coupled``);
+* the parameter leaves that reach it along ops that are not their own ETP relation (``plain``);
+* the memories whose **new** value it reads.
+
+:mod:`etp_viz.compiler.claims` reads these to decide what each online gradient drops.
+
+Examples
+--------
+>>> OLD_C, NEW
+(0, 7)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from etp_viz import _compat
+
+from ._jaxpr import VISITS
+from ._positions import is_position_preserving, is_tail_position_preserving
+
+__all__ = ["Flow", "Memory", "bits_of", "leaf_name", "or_all"]
+
+MAX_NAMED_EQNS = 6
+#: the tables of a Var's bit sets, in this order
+OLD_C, OLD_E, OLD_P, Y_C, Y_E, Y_P, PLAIN, NEW = range(8)
+
+
+# -- the passes --------------------------------------------------------------------------
+@dataclasses.dataclass
+class Memory:
+    name: str
+    invar: Any
+    outvar: Any
+    hidden_path: tuple | None
+
+
+class Flow:
+    """Per-Var bit sets of one forward pass, per-equation summaries and a backward reach."""
+
+    def __init__(self, graph: Any):
+        self.minfo = minfo = graph.module_info
+        self.eqns = minfo.jaxpr.eqns
+        self.memories = memories_of(minfo)
+        self.relations = [r for r in graph.hidden_param_op_relations if r.trainable_vars]
+        self.rel_eqn = [relation_eqn(minfo, r) for r in self.relations]
+        self.leaves = [v for v in minfo.weight_invars]
+        self.leaf_bit = {v: 1 << i for i, v in enumerate(self.leaves)}
+        self.group_mask = {}
+        for g in graph.hidden_groups:
+            bits = self.bits_of_paths(g.hidden_paths)
+            for p in g.hidden_paths:
+                self.group_mask[p] = bits
+        self._forward()
+        self._backward()
+        #: memories whose new value reaches an output within the step (directly or through
+        #: other new values): their learning signal is not zero by structure
+        signal = self.at_output[NEW]
+        changed = True
+        while changed:
+            changed = False
+            for k, at in enumerate(self.at_memory):
+                if signal >> k & 1 and at[NEW] & ~signal:
+                    signal |= at[NEW]
+                    changed = True
+        self.signal = signal
+        #: per memory, every memory whose new value its new value reads, directly or through
+        #: other new values (the transitive closure of ``at_memory[k][NEW]``)
+        self.new_closure = [at[NEW] for at in self.at_memory]
+        changed = True
+        while changed:
+            changed = False
+            for k, reads in enumerate(self.new_closure):
+                wider = reads | or_all(self.new_closure[j] for j in bits_of(reads))
+                if wider != reads:
+                    self.new_closure[k] = wider
+                    changed = True
+        #: per memory, the memories whose previous value reaches its new value by any path
+        #: (through other new values too)
+        self.old_total = [
+            _old(self.at_memory[k]) | or_all(_old(self.at_memory[j]) for j in bits_of(reads))
+            for k, reads in enumerate(self.new_closure)
+        ]
+
+    def bits_of_paths(self, paths: Any) -> int:
+        wanted = set(map(tuple, paths))
+        return sum(1 << k for k, m in enumerate(self.memories) if m.hidden_path in wanted)
+
+    def _forward(self) -> None:
+        from etp_viz.ops import is_etp_enable_gradient_primitive, is_etp_primitive
+
+        old_c: dict = {}
+        old_e: dict = {}
+        old_p: dict = {}
+        y_c: dict = {}
+        y_e: dict = {}
+        y_p: dict = {}
+        plain: dict = {}
+        new: dict = {}
+        tables = (old_c, old_e, old_p, y_c, y_e, y_p, plain, new)
+        out_of: dict = {}  # memory outvar -> memory indices
+        for k, mem in enumerate(self.memories):
+            old_c[mem.invar] = old_c.get(mem.invar, 0) | 1 << k
+            out_of.setdefault(mem.outvar, []).append(k)
+        for v, bit in self.leaf_bit.items():
+            plain[v] = bit
+        own_operands: dict[int, dict] = {}
+        for r, rel in enumerate(self.relations):
+            ops = own_operands.setdefault(self.rel_eqn[r], {})
+            for key, var in rel.trainable_vars.items():
+                path = rel.trainable_paths[key]
+                leaf = self.minfo.weight_path_to_invars[path][rel.trainable_leaf_indices[key]]
+                ops[var] = ops.get(var, 0) | self.leaf_bit[leaf]
+        rel_at = {}
+        for r, index in enumerate(self.rel_eqn):
+            rel_at[index] = rel_at.get(index, 0) | 1 << r
+        self.at_memory: list = [None] * len(self.memories)
+        for k, mem in enumerate(self.memories):
+            if not _compat.is_var(mem.outvar) or produced(mem, self):
+                continue
+            # written back unchanged (or a literal): it reads what its Var carries
+            self.at_memory[k] = tuple(t.get(mem.outvar, 0) for t in tables)
+        self.eqn_in: list = []
+        cache: dict = {}
+        for index, eqn in enumerate(self.eqns):
+            VISITS.count += 1
+            ins = [v if _compat.is_var(v) else None for v in eqn.invars]
+            masks = [[t.get(v, 0) if v is not None else 0 for v in ins] for t in tables]
+            union = [or_all(m) for m in masks]
+            self.eqn_in.append(union)
+            if not any(union) and index not in rel_at:
+                continue
+            oc, oe, op, yc, ye, yp, pl, nw = union
+            boundary = is_etp_primitive(eqn.primitive) and not is_etp_enable_gradient_primitive(
+                eqn.primitive
+            )
+            own = own_operands.get(index)
+            if own:  # a relation: its own leaves ride on its trace, its y starts here
+                pl = or_all(m & ~own.get(v, 0) for v, m in zip(ins, masks[6]))
+            if boundary:
+                oe, oc, op = oc | oe | op, 0, 0
+                ye, yc, yp = yc | ye | yp, 0, 0
+            else:
+                old_dep = [bool(a | b | c) for a, b, c in zip(masks[0], masks[1], masks[2])]
+                if any(old_dep) and not is_position_preserving(eqn, old_dep, cache):
+                    op, oc = op | oc, 0
+                y_dep = [bool(a | b | c) for a, b, c in zip(masks[3], masks[4], masks[5])]
+                if any(y_dep) and not is_tail_position_preserving(eqn, y_dep, cache):
+                    yp, yc = yp | yc, 0
+            yc |= rel_at.get(index, 0)
+            values = (oc, oe, op, yc, ye, yp, pl, nw)
+            for out in eqn.outvars:
+                if not _compat.is_var(out):
+                    continue
+                for table, value in zip(tables, values):
+                    if value:
+                        table[out] = value
+                for k in out_of.get(out, ()):
+                    self.at_memory[k] = values
+                if out in out_of:  # a new memory value: paths stop here, its own bit starts
+                    for table in tables:
+                        table.pop(out, None)
+                    new[out] = sum(1 << k for k in out_of[out])
+        empty = (0,) * len(tables)
+        self.at_memory = [m if m is not None else empty for m in self.at_memory]
+        outs = [v for v in self.minfo.out_vars if _compat.is_var(v)]
+        self.at_output = tuple(or_all(t.get(v, 0) for v in outs) for t in tables)
+
+    def _backward(self) -> None:
+        """``reach[index]``: memories (bits) and outputs (bit ``len(memories)``) that the
+        outputs of equation ``index`` reach without crossing a new memory value."""
+        out_bit = 1 << len(self.memories)
+        own: dict = {}
+        for k, mem in enumerate(self.memories):
+            if _compat.is_var(mem.outvar):
+                own[mem.outvar] = own.get(mem.outvar, 0) | 1 << k
+        acc: dict = {}
+        for v in self.minfo.out_vars:
+            if _compat.is_var(v):
+                acc[v] = acc.get(v, 0) | out_bit
+        self.reach = [0] * len(self.eqns)
+        for index in range(len(self.eqns) - 1, -1, -1):
+            VISITS.count += 1
+            eqn = self.eqns[index]
+            mask = 0
+            for v in eqn.outvars:
+                if _compat.is_var(v):
+                    mask |= own[v] if v in own else acc.get(v, 0)
+            self.reach[index] = mask
+            if mask:
+                for v in eqn.invars:
+                    if _compat.is_var(v):
+                        acc[v] = acc.get(v, 0) | mask
+
+    def eqns_where(self, table: int, bits: int, reach: int, exclude: int = -1) -> tuple:
+        """Equations whose inputs carry ``bits`` in ``table`` and whose outputs reach ``reach``
+        (the first few, in order)."""
+        found = []
+        for index, union in enumerate(self.eqn_in):
+            if index != exclude and union[table] & bits and self.reach[index] & reach:
+                found.append(index)
+                if len(found) >= MAX_NAMED_EQNS:
+                    break
+        return tuple(found)
+
+    def reading_new(self, bits: int, reach: int) -> tuple:
+        """Equations that read the new value of a memory in ``bits`` and reach ``reach``."""
+        outvars = {m.outvar for k, m in enumerate(self.memories) if bits >> k & 1}
+        return self._reading(outvars, reach)
+
+    def reading(self, bits: int, reach: int) -> tuple:
+        """Equations that read the previous value of a memory in ``bits`` and reach
+        ``reach``."""
+        invars = {m.invar for k, m in enumerate(self.memories) if bits >> k & 1}
+        return self._reading(invars, reach)
+
+    def _reading(self, invars: set, reach: int) -> tuple:
+        found = []
+        for index, eqn in enumerate(self.eqns):
+            if self.reach[index] & reach and any(
+                _compat.is_var(v) and v in invars for v in eqn.invars
+            ):
+                found.append(index)
+                if len(found) >= MAX_NAMED_EQNS:
+                    break
+        return tuple(found)
+
+
+def _old(at: tuple) -> int:
+    return at[OLD_C] | at[OLD_E] | at[OLD_P]
+
+
+def produced(mem: Memory, flow: Flow) -> bool:
+    return mem.outvar in flow.minfo.def_use.producer
+
+
+def bits_of(mask: int) -> list:
+    return [k for k in range(mask.bit_length()) if mask >> k & 1]
+
+
+def or_all(values: Any) -> int:
+    out = 0
+    for v in values:
+        out |= v
+    return out
+
+
+def memories_of(minfo: Any) -> list:
+    import brainstate
+
+    invars = list(minfo.invars[minfo.num_arg_leaves :])
+    outvars = list(minfo.jaxpr.outvars[minfo.num_out_leaves :])
+    hidden_of = dict(minfo.invar_to_hidden_path)
+    out: list = []
+    start = 0
+    for state in minfo.compiled_model_states:
+        leaves = jax.tree_util.tree_flatten_with_path(state.value)[0]
+        path = minfo.path_of(state)
+        for offset, (key, _) in enumerate(leaves):
+            invar, outvar = invars[start + offset], outvars[start + offset]
+            if not isinstance(state, brainstate.ParamState) and outvar is not invar:
+                name = leaf_name(path, key)
+                out.append(Memory(name, invar, outvar, hidden_of.get(invar)))
+        start += len(leaves)
+    return out
+
+
+def leaf_name(path: tuple, key: tuple) -> str:
+    parts = [str(p) for p in path]
+    for entry in key:
+        for attr in ("key", "idx", "name"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+    return ".".join(parts)
+
+
+def relation_eqn(minfo: Any, rel: Any) -> int:
+    return rel.eqn_index if rel.eqn_index >= 0 else minfo.def_use.producer[rel.y_var]

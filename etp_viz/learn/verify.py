@@ -1,0 +1,365 @@
+r"""Check the gradient claims against the numbers: online gradients next to BPTT, per weight.
+
+:func:`verify` runs an online learner over a sequence (one gradient per step, summed) and
+backpropagation through time over the same sequence from the same states, then sets each
+weight leaf's measured fidelity beside the claim the compiler makes for it
+(:meth:`~etp_viz.ETraceGraph.gradient_claims`):
+
+.. math::
+
+    g_{on} = \sum_t \nabla^{on}_\theta \mathcal{L}^t, \qquad
+    g_{true} = \nabla_\theta \sum_t \mathcal{L}^t, \qquad
+    \cos(g_{on}, g_{true}), \quad \|g_{on} - g_{true}\| / \|g_{true}\|.
+
+A claim the numbers refute is a *contradiction*: an ``exact`` leaf off by more than the
+tolerance of its dtype, or a ``none`` leaf with a non-zero online gradient. ``approximate``
+is never contradicted (an approximation may be right on a given sequence). The model's states
+are restored afterwards, so verifying changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from collections.abc import Callable
+from typing import Any
+
+import brainstate
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from etp_viz.compiler.claims import canonical_algorithm
+from etp_viz.compiler.dataflow import leaf_name
+
+from .bptt import bptt_gradients
+
+__all__ = ["VerifyReport", "VerifyRow", "verify"]
+
+#: Relative error above which an "exact" claim is contradicted, by gradient dtype.
+EXACT_TOLERANCE = {np.dtype("float64"): 1e-7, np.dtype("float32"): 2e-3}
+_ALGORITHMS = ("d_rtrl", "es_d_rtrl", "pp_prop")
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyRow:
+    """One weight leaf: its claim and what was measured."""
+
+    path: str
+    claim: str
+    reason: str
+    cosine: float
+    relative_error: float
+    online_norm: float
+    true_norm: float
+    contradiction: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            f.name: (_finite(getattr(self, f.name)) if f.type == "float" else getattr(self, f.name))
+            for f in dataclasses.fields(self)
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    """What :func:`verify` measured: one :class:`VerifyRow` per weight leaf.
+
+    Attributes
+    ----------
+    rows : tuple of VerifyRow
+    algorithm : str
+    num_steps : int
+    dtype : str
+        The gradients' dtype (the tolerance of an exact claim depends on it).
+    tolerance : float
+        Relative error above which an ``exact`` claim is a contradiction.
+    """
+
+    rows: tuple
+    algorithm: str
+    num_steps: int
+    dtype: str
+    tolerance: float
+
+    @property
+    def contradictions(self) -> list[VerifyRow]:
+        """Rows whose claim the numbers refute."""
+        return [row for row in self.rows if row.contradiction]
+
+    def __getitem__(self, path: str) -> VerifyRow:
+        for row in self.rows:
+            if row.path == path:
+                return row
+        raise KeyError(f"no weight leaf {path!r}; measured: {[r.path for r in self.rows]}")
+
+    def table(self) -> str:
+        """A plain-text table, one line per weight leaf."""
+        width = max([len("weight"), *(len(r.path) for r in self.rows)])
+        lines = [
+            f"verify: {self.algorithm} vs BPTT over {self.num_steps} steps ({self.dtype}; "
+            f"exact means rel. error <= {self.tolerance:g})",
+            f"{'weight':<{width}}  {'claim':<11} {'cosine':>9} {'rel.err':>9} "
+            f"{'|online|':>9} {'|true|':>9}",
+        ]
+        for r in self.rows:
+            flag = f"  <- CONTRADICTION: {r.contradiction}" if r.contradiction else ""
+            lines.append(
+                f"{r.path:<{width}}  {r.claim:<11} {r.cosine:>9.6f} {r.relative_error:>9.2e} "
+                f"{r.online_norm:>9.3g} {r.true_norm:>9.3g}{flag}"
+            )
+        lines.append(f"{len(self.contradictions)} contradiction(s)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("weight", "claim", "cosine", "rel. error", "|online|", "|true|", "")
+        )
+        body = []
+        for r in self.rows:
+            style = " style='background:#ffcdd2'" if r.contradiction else ""
+            body.append(
+                f"<tr{style}><td><code>{esc(r.path)}</code></td>"
+                f"<td title='{esc(r.reason)}'>{esc(r.claim)}</td><td>{r.cosine:.6f}</td>"
+                f"<td>{r.relative_error:.2e}</td><td>{r.online_norm:.3g}</td>"
+                f"<td>{r.true_norm:.3g}</td><td>{esc(r.contradiction)}</td></tr>"
+            )
+        caption = (
+            f"{esc(self.algorithm)} vs BPTT over {self.num_steps} steps "
+            f"({esc(self.dtype)}): {len(self.contradictions)} contradiction(s)"
+        )
+        return f"<table><caption>{caption}</caption><tr>{head}</tr>{''.join(body)}</table>"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm,
+            "num_steps": self.num_steps,
+            "dtype": self.dtype,
+            "tolerance": self.tolerance,
+            "rows": [r.to_json() for r in self.rows],
+            "contradictions": len(self.contradictions),
+        }
+
+
+def verify(
+    model: Any,
+    xs: Any,
+    ys: Any = None,
+    *,
+    algorithm: Any = "d_rtrl",
+    loss: Callable[..., Any] | None = None,
+    **options: Any,
+) -> VerifyReport:
+    """Measure every weight's online gradient against BPTT, beside its gradient claim.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+        The model, its states initialised (the run starts from its current hidden states).
+    xs : array
+        Inputs, time first: ``(T, *input_shape)``.
+    ys : array, optional
+        Targets, time first (``T`` of them). With ``ys``, the loss is ``loss(y_t, ys[t])``.
+    algorithm : str, class or instance
+        ``"d_rtrl"`` (default), ``"es_d_rtrl"`` (``"pp_prop"``), an algorithm class or a built
+        instance of one for this model.
+    loss : callable, optional
+        The per-step loss: ``loss(y_t)`` without targets, ``loss(y_t, target_t)`` with them.
+        Default: ``mean((y - target)**2)``, or ``sum(y**2)`` without targets.
+    **options
+        For a named algorithm: ``decay`` (or ``decay_or_rank``) and ``vjp_method``.
+
+    Returns
+    -------
+    VerifyReport
+        ``rows`` per weight leaf (claim, cosine, relative error, norms), ``contradictions``,
+        ``table()`` and an HTML repr.
+
+    Examples
+    --------
+    >>> report = etp_viz.verify(model, xs)                           # doctest: +SKIP
+    >>> print(report.table()); assert not report.contradictions      # doctest: +SKIP
+    """
+    xs, ys = _check_data(xs, ys)
+    loss_fn = _resolve_loss(loss, ys)
+    given = isinstance(algorithm, brainstate.nn.Module)
+    # everything verify touches: the model's states, and a given algorithm's traces too
+    saved = [(s, s.value) for s in brainstate.graph.states(algorithm if given else model).values()]
+    hidden = [(s, v) for s, v in saved if not isinstance(s, brainstate.ParamState)]
+    alg = None
+    try:
+        alg = _build(model, algorithm, options)
+        if not alg.is_compiled:
+            alg.compile_graph(xs[0])
+        if not alg.graph.hidden_groups:
+            raise ValueError(
+                "verify() needs a model with hidden state: the compiled model has no hidden "
+                "group (no brainstate.HiddenState updated through an ETP primitive), so there "
+                "is no online gradient to check. See etp_viz.compile_etrace_graph(model, "
+                "x).explain()."
+            )
+        claims = alg.graph.gradient_claims(algorithm=alg)
+        _restore(saved)
+        true = bptt_gradients(model, xs, lambda outs: _total_loss(loss_fn, outs, ys))
+        _restore(hidden)
+        alg.reset_traces()
+        online = _online_gradients(alg, xs, ys, loss_fn)
+    finally:
+        if alg is not None and not given and alg.is_compiled:
+            alg.reset_traces()
+        _restore(saved)
+    return _report(claims, online, true, canonical_algorithm(alg), len(xs))
+
+
+def _check_data(xs: Any, ys: Any) -> tuple[Any, Any]:
+    def as_array(value: Any, name: str) -> Any:
+        try:
+            array = jnp.asarray(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an array (time first), got {type(value)}") from None
+        if array.ndim < 1 or array.shape[0] < 1 or array.size == 0:
+            raise ValueError(
+                f"{name} must have a time axis first with at least one step, got shape "
+                f"{tuple(array.shape)}"
+            )
+        if jnp.issubdtype(array.dtype, jnp.inexact) and not bool(jnp.isfinite(array).all()):
+            bad = int(np.argwhere(~np.isfinite(np.asarray(array)))[0][0])
+            raise ValueError(f"{name} holds NaN or inf (first at step {bad}): clean the data")
+        return array
+
+    xs = as_array(xs, "xs")
+    if ys is not None:
+        ys = as_array(ys, "ys")
+        if ys.shape[0] != xs.shape[0]:
+            raise ValueError(
+                f"ys has {ys.shape[0]} steps but xs has {xs.shape[0]}: pass one target per "
+                "input step (both time first)"
+            )
+    return xs, ys
+
+
+def _resolve_loss(loss: Any, ys: Any) -> Callable[..., Any]:
+    if loss is None:
+        if ys is None:
+            return lambda y: jnp.sum(y**2)
+        return lambda y, target: jnp.mean((y - target) ** 2)
+    if not callable(loss):
+        raise TypeError(f"loss must be a callable loss(y[, target]) -> scalar, got {loss!r}")
+    return loss
+
+
+def _step_loss(loss_fn: Any, y: Any, target: Any) -> Any:
+    value = loss_fn(y) if target is None else loss_fn(y, target)
+    return jnp.asarray(value).reshape(())
+
+
+def _total_loss(loss_fn: Any, outs: Any, ys: Any) -> Any:
+    def add(total: Any, pair: Any) -> tuple:
+        y, target = pair
+        return total + _step_loss(loss_fn, y, target), None
+
+    dtype = jnp.result_type(*jax.tree.leaves(outs))
+    return jax.lax.scan(add, jnp.zeros((), dtype), (outs, ys))[0]
+
+
+def _build(model: Any, algorithm: Any, options: dict) -> Any:
+    from .d_rtrl import D_RTRL
+    from .pp_prop import ES_D_RTRL
+
+    decay = options.pop("decay", options.pop("decay_or_rank", None))
+    vjp_method = options.pop("vjp_method", "single-step")
+    if options:
+        raise TypeError(
+            f"verify() got unknown option(s) {sorted(options)}; valid: algorithm, loss, "
+            "decay (ES-D-RTRL), vjp_method"
+        )
+    if isinstance(algorithm, brainstate.nn.Module):  # a built instance
+        if getattr(algorithm, "model", None) is not model:
+            raise ValueError("the algorithm instance was built for another model")
+        return algorithm
+    if isinstance(algorithm, type):
+        return algorithm(model)
+    name = str(algorithm).lower().replace("-", "_")
+    if name not in _ALGORITHMS:
+        raise ValueError(
+            f"Unknown algorithm {algorithm!r}. Valid names: {list(_ALGORITHMS)}, an algorithm "
+            "class or an instance."
+        )
+    if name == "d_rtrl":
+        if decay is not None:
+            raise TypeError("decay is an ES-D-RTRL option; D-RTRL has none")
+        return D_RTRL(model, vjp_method=vjp_method)
+    return ES_D_RTRL(model, 0.9 if decay is None else decay, vjp_method=vjp_method)
+
+
+def _online_gradients(alg: Any, xs: Any, ys: Any, loss_fn: Any) -> dict:
+    params = alg.param_states
+
+    def one(x: Any, target: Any) -> Any:
+        return _step_loss(loss_fn, alg(x), target)
+
+    grad_step = brainstate.transform.jit(brainstate.transform.grad(one, params))
+    total = None
+    for t in range(xs.shape[0]):
+        grads = grad_step(xs[t], None if ys is None else ys[t])
+        total = grads if total is None else jax.tree.map(jnp.add, total, grads)
+    return {tuple(k): v for k, v in dict(total).items()}
+
+
+def _restore(saved: list) -> None:
+    for state, value in saved:
+        state.value = value
+
+
+def _report(claims: Any, online: dict, true: dict, algorithm: str, steps: int) -> VerifyReport:
+    rows = []
+    dtypes = set()
+    for path, true_tree in true.items():
+        got = online.get(tuple(path))
+        true_leaves = jax.tree_util.tree_flatten_with_path(true_tree)[0]
+        got_leaves = jax.tree.leaves(got) if got is not None else [None] * len(true_leaves)
+        for (key, t), o in zip(true_leaves, got_leaves):
+            t = np.asarray(t)
+            dtypes.add(t.dtype)
+            o = np.zeros_like(t) if o is None else np.asarray(o, t.dtype)
+            name = leaf_name(tuple(path), key)
+            claim = claims.get(name)
+            kind, reason = (claim.kind, claim.reason) if claim is not None else ("none", "")
+            rows.append(_row(name, kind, reason, o.ravel(), t.ravel()))
+    dtype = np.dtype(max(dtypes, key=lambda d: d.itemsize)) if dtypes else np.dtype("float32")
+    tolerance = EXACT_TOLERANCE.get(dtype, 2e-3)
+    rows = [_judge(row, tolerance) for row in rows]
+    return VerifyReport(tuple(rows), algorithm, steps, str(dtype), tolerance)
+
+
+def _row(path: str, kind: str, reason: str, online: np.ndarray, true: np.ndarray) -> VerifyRow:
+    online, true = online.astype(np.float64), true.astype(np.float64)
+    n_on, n_true = float(np.linalg.norm(online)), float(np.linalg.norm(true))
+    diff = float(np.linalg.norm(online - true))
+    if n_on > 0 and n_true > 0:
+        cosine = float(online @ true / (n_on * n_true))
+    else:
+        cosine = 1.0 if n_on == n_true == 0 else 0.0
+    rel = diff / n_true if n_true > 0 else (0.0 if diff == 0 else float("inf"))
+    return VerifyRow(path, kind, reason, cosine, rel, n_on, n_true)
+
+
+def _judge(row: VerifyRow, tolerance: float) -> VerifyRow:
+    why = ""
+    if row.claim == "exact" and row.relative_error > tolerance:
+        # a true gradient of (near) zero makes the relative error meaningless: compare sizes
+        scale = max(row.true_norm, row.online_norm)
+        if row.true_norm > 0 or scale > tolerance:
+            why = f"claimed exact, relative error {row.relative_error:.3g} > {tolerance:g}"
+    elif row.claim == "none" and row.online_norm > 0:
+        why = f"claimed no online gradient, but it is non-zero (norm {row.online_norm:.3g})"
+    return dataclasses.replace(row, contradiction=why) if why else row
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
