@@ -3,7 +3,7 @@ PY311 ?= python3
 PY312 ?= $(shell command -v pyenv >/dev/null 2>&1 && echo "$$(pyenv root)/versions/3.12.1/bin/python3")
 STEPS ?= 200
 
-.PHONY: demo test test-311 test-312 setup lint
+.PHONY: demo test test-311 test-312 setup lint notebooks
 
 setup:
 	scripts/setup.sh $(PY311) .venv
@@ -26,3 +26,7 @@ test-312:
 lint: setup
 	.venv/bin/ruff check etp_viz tests bench
 	.venv/bin/ruff format --check etp_viz tests bench
+
+# Re-execute notebooks/*.ipynb in place (stored with outputs: they read without a kernel).
+notebooks: setup
+	.venv/bin/python scripts/execute_notebooks.py

@@ -56,16 +56,31 @@ def _demo_setup(task_name: str) -> tuple[Any, Any, dict[str, Any], str]:
     return model, task.example_input(), {"task": task}, type(task).__name__
 
 
-def _print_graph_summary(graph: Any, out: Any) -> None:
+def _print_graph_summary(graph: Any, out: Any, algorithm: str = "d_rtrl") -> None:
     status = dict(getattr(graph, "weight_status", {}) or {})
+    try:
+        claims = graph.gradient_claims(algorithm)
+    except (AttributeError, ValueError):  # a graph or algorithm that makes no claims
+        claims = {}
     relations = getattr(graph, "hidden_param_op_relations", ()) or ()
     print(
         f"Compiled graph: {len(relations)} relation(s), "
         f"{len(getattr(graph, 'hidden_groups', ()) or ())} hidden group(s).",
         file=out,
     )
+    if claims:
+        print(f"Gradient claims ({algorithm}; etp_viz.verify checks them against BPTT):", file=out)
     for path, state in status.items():
-        print(f"  weight {'.'.join(map(str, path))}: {state}", file=out)
+        name = ".".join(map(str, path))
+        claim = claims.get(name) if claims else None
+        if claim is None:
+            print(f"  weight {name}: {state}", file=out)
+            continue
+        from etp_viz.view.weights import status_text
+
+        print(f"  weight {name}: {status_text(str(state), claim.kind)}", file=out)
+        if claim.kind != "exact" and claim.reason:
+            print(f"      {claim.reason}", file=out)
     excluded = [
         r
         for r in getattr(graph, "diagnostics", ())
@@ -90,7 +105,7 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # every compiler decision is printed below
         graph = compile_etrace_graph(model, x0)
-    _print_graph_summary(graph, out)
+    _print_graph_summary(graph, out, args.algorithm)
     explorer, failure = None, None
     try:
         with warnings.catch_warnings():

@@ -34,7 +34,18 @@ def _history(obj: Any) -> Any:
 def _figure(nrows: int = 1, figsize: tuple[float, float] = (6.0, 3.2)) -> tuple[Any, Any]:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize, layout="constrained")
+    class DisplayedFigure(Figure):
+        """A Figure that displays itself as a PNG in a notebook without pyplot's inline
+        backend (and so in a stored notebook read on GitHub or nbviewer)."""
+
+        def _repr_png_(self) -> bytes:
+            import io
+
+            buffer = io.BytesIO()
+            self.savefig(buffer, format="png", dpi=80)
+            return buffer.getvalue()
+
+    fig = DisplayedFigure(figsize=figsize, layout="constrained")
     axes = fig.subplots(nrows, 1, squeeze=False)[:, 0]
     return fig, axes
 

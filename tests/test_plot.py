@@ -122,3 +122,9 @@ def test_heatmap_columns_are_the_measured_steps_labelled_with_their_numbers():
     assert ax.get_xlabel() == "measured step"
     steps, rows = h.measured("df/r0.g0", 2)
     assert steps.tolist() == [41, 200] and rows.shape == (2, 2)
+
+
+def test_figures_display_as_png_without_pyplot(history):
+    """A notebook shows the figure (and stores it: GitHub, nbviewer) with no inline backend."""
+    png = plots.loss(history)._repr_png_()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000

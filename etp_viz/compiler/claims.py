@@ -243,7 +243,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
                 if uses and name == "es_d_rtrl":
                     drops.insert(0, (ES_REASON, ()))
                 kind = "approximate" if drops else "exact"
-                reason = "; ".join(dict.fromkeys(text for text, _ in drops))
+                reason = _join_reasons([text for text, _ in drops])
             claims[key] = GradientClaim(
                 path=key,
                 kind=kind,
@@ -256,6 +256,19 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
                 leaf_index=leaf_index,
             )
     return claims
+
+
+#: a claim's reason names at most this many dropped terms (a deep stack's first layer drops
+#: the future of every layer above it); ``dropped`` keeps every equation
+MAX_NAMED_TERMS = 8
+
+
+def _join_reasons(texts: list) -> str:
+    unique = list(dict.fromkeys(texts))
+    if len(unique) > MAX_NAMED_TERMS:
+        more = len(unique) - MAX_NAMED_TERMS
+        unique = [*unique[:MAX_NAMED_TERMS], f"and {more} more dropped term(s)"]
+    return "; ".join(unique)
 
 
 def _leaf_keys(minfo: Any, path: tuple) -> list:

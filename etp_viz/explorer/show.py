@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 import traitlets
 
+from etp_viz.live.frame_data import gather_frame
 from etp_viz.live.session import SESSION_OPTIONS, Session
+from etp_viz.live.sources import ALGORITHM_NAMES, algorithm_name
 
 from .widget import Explorer, validate_options
 
@@ -34,6 +36,26 @@ __all__ = ["LiveExplorer", "show"]
 
 #: Points of each series sent to the front end (the recent window).
 LIVE_WINDOW = 500
+#: Steps of the session's data that the Verify action replays (online vs BPTT).
+VERIFY_STEPS = 32
+
+
+def session_window(session: Session, steps: int) -> tuple[Any, Any]:
+    """Stacked ``(xs, ys)`` of the last ``steps`` steps of a session's data stream (its first
+    steps before the run got that far): a task or a function of the step can be re-read."""
+    if session.data.kind == "iterable":
+        raise ValueError(
+            "Verify re-reads the session's data, and an iterable cannot be re-read: pass the "
+            "data as a function of the step (data=lambda t: (xs[t], ys[t])) or a task, or call "
+            "explorer.verify(xs, ys) with arrays."
+        )
+    if steps < 1:
+        raise ValueError(f"steps must be a positive number of steps, got {steps}")
+    start = max(int(session.step_count) - steps, 0)
+    data = gather_frame(session.data, start, steps)
+    if data.error is not None:
+        raise data.error
+    return data.xs, data.ys
 
 
 class LiveExplorer(Explorer):
@@ -51,6 +73,7 @@ class LiveExplorer(Explorer):
         self.session = session
         self.max_rate = float(max_rate)
         self._last_push = 0.0
+        self._in_run = False
         self.pushes = 0
         self.record: set[str] | None = None
         self.live_panels = self._panel_specs()
@@ -61,6 +84,7 @@ class LiveExplorer(Explorer):
                 "live_pause": lambda p: self._call(self.pause),
                 "live_reset": lambda p: self._call(self.reset),
                 "live_set": self._request_set,
+                "live_verify": lambda p: self._verify_request(int(p.get("steps", VERIFY_STEPS))),
             }
         )
         session.observe(self._on_session_event)
@@ -92,6 +116,53 @@ class LiveExplorer(Explorer):
     def save_history(self, path: str) -> None:
         self.session.save_history(path)
 
+    def verify(self, xs: Any = None, ys: Any = None, *, steps: int = 0, **options: Any) -> Any:
+        """Measure each weight's online gradient against BPTT and show it beside its claim.
+
+        Without ``xs``, on the session's own data: the last ``steps`` steps of the stream
+        (default :data:`VERIFY_STEPS`; the first ones before the run has gone that far), from
+        the current weights and hidden states, with the session's loss and algorithm. The run
+        is not changed.
+        """
+        if xs is None:
+            if self.session.running:
+                raise RuntimeError("Pause the run before verifying (the weights are moving).")
+            xs, ys = session_window(self.session, steps or VERIFY_STEPS)
+            options.setdefault("loss", self.session.loss_fn)
+        name = str(self.session.history.meta.get("algorithm", "")).lower()
+        if name in ALGORITHM_NAMES:
+            options.setdefault("algorithm", name)
+            if name == "es_d_rtrl":
+                options.setdefault(
+                    "decay", (self.session.algorithm.alpha_x, self.session.algorithm.alpha_f)
+                )
+        return super().verify(xs, ys, **options)
+
+    def _verify_request(self, steps: int) -> dict[str, Any]:
+        report = self.verify(steps=steps)
+        return {"contradictions": len(report.contradictions), "rows": len(report.rows)}
+
+    def static_images(self) -> list[tuple[str, str]]:
+        """The loss and trace plots of the run so far as base64 PNGs (the static output)."""
+        history = self.session.history
+        if history.num_steps == 0:
+            return []
+        import base64
+        import io
+
+        from etp_viz import plot
+
+        images = []
+        for name, draw in (("loss", plot.loss), ("trace magnitudes", plot.trace_magnitudes)):
+            try:
+                fig = draw(history)
+            except Exception:  # noqa: BLE001 - a missing series leaves its plot out
+                continue
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=72)
+            images.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
+        return images
+
     def frontend_state(self) -> dict[str, Any]:
         """The synced state plus the recorded history (what a saved HTML embeds)."""
         return super().frontend_state() | {
@@ -121,8 +192,14 @@ class LiveExplorer(Explorer):
 
     def _on_session_event(self, session: Session, event: str) -> None:
         now = time.monotonic()
-        if event == "frame" and now - self._last_push < 1.0 / self.max_rate:
-            return  # at most max_rate pushes a second; the last frame is pushed on stop
+        if event == "started":
+            self._in_run = True
+        elif event != "frame":
+            self._in_run = False
+        if event == "frame" and self._in_run and now - self._last_push < 1.0 / self.max_rate:
+            # inside run(): at most max_rate pushes a second, the last frame pushed on stop.
+            # A step() has no stop event to flush a skipped frame: every one is pushed.
+            return
         self._last_push = now
         self.push_history()
         self._update_status(running=event in ("started", "frame") and session.running)
@@ -230,6 +307,8 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error}\nLive-session options: {sorted(SESSION_OPTIONS)}.") from None
     if live.get("task") is None and live.get("data") is None:
+        if isinstance(live.get("algorithm"), str):  # a static view: whose claims to show
+            options["algorithm"] = algorithm_name(live.pop("algorithm"))
         if live:
             raise TypeError(
                 f"Options {sorted(live)} need a live run: add `task=` (e.g. "
@@ -246,4 +325,6 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
         from etp_viz.compiler import compile_etrace_graph
 
         graph = compile_etrace_graph(model, *example_inputs)
+    name = str(session.history.meta.get("algorithm", "")).lower()
+    options.setdefault("algorithm", name if name in ALGORITHM_NAMES else None)  # its claims
     return LiveExplorer(graph, session, max_rate=max_rate, **options)

@@ -127,6 +127,9 @@ class Explorer(anywidget.AnyWidget):
     options = traitlets.Dict().tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     live_panels = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: the last ``verify()`` report (``VerifyReport.to_json()``): measured fidelity per weight
+    #: beside its claim; None until verified
+    verification = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
 
     @property
     def _esm(self) -> str:  # read once by AnyWidget.__init__, then a synced trait
@@ -140,6 +143,10 @@ class Explorer(anywidget.AnyWidget):
         display, vm_options = validate_options(options)
         source = view_model if view_model is not None else graph
         vm_json, self._vm_object = (None, None)
+        #: the compiled ETraceGraph behind the view (None for a JSON or plain-jaxpr view)
+        self.graph = getattr(source, "graph", source)
+        if not hasattr(self.graph, "module_info"):
+            self.graph = None
         if source is not None:
             vm_json, self._vm_object = to_view_model(source, **vm_options)
         if expanded is None:
@@ -185,6 +192,27 @@ class Explorer(anywidget.AnyWidget):
     def collapse(self, cluster_id: str) -> None:
         self._check_collapsible(cluster_id)
         self.expanded = [c for c in self.expanded if c != cluster_id]
+
+    def verify(self, xs: Any, ys: Any = None, **options: Any) -> Any:
+        """Measure every weight's online gradient against BPTT on ``xs`` (``ys``) and show
+        the fidelity beside its claim (see :func:`etp_viz.verify`; the model is left as it
+        was). The report is returned and kept in the ``verification`` trait.
+
+        Options go to :func:`etp_viz.verify`; ``algorithm`` defaults to the one whose claims
+        the view shows.
+        """
+        if self.graph is None:
+            raise ValueError(
+                "verify() needs the explorer of a model: etp_viz.show(model, x), not of a "
+                "view-model JSON or a plain jaxpr."
+            )
+        from etp_viz.learn import verify
+
+        vm_options = dict((self.view_model or {}).get("options") or {})
+        options.setdefault("algorithm", vm_options.get("algorithm") or "d_rtrl")
+        report = verify(self.graph.module_info.model, xs, ys, **options)
+        self.verification = report.to_json()
+        return report
 
     def push_live(self, name: str, values: Any, **meta: Any) -> None:
         """Send float32 data to live panel ``name`` (declared in ``live_panels``)."""
@@ -281,12 +309,55 @@ class Explorer(anywidget.AnyWidget):
         ]
         for w in vm.get("weights", []):
             groups = f" groups {w.get('groups')}" if w.get("groups") else ""
-            lines.append(f"  {w.get('status', '?'):<11} {w.get('path')}{groups}")
+            label = _status_label(w)
+            lines.append(f"  {label:<22} {w.get('path')}{groups}")
             if w.get("status") == "not_learned":
                 lines.append(f"      reason: {w.get('reason')}")
                 if w.get("fix"):
                     lines.append(f"      fix: {w.get('fix')}")
+            elif w.get("claim") == "approximate" and w.get("claim_reason"):
+                lines.append(f"      {w.get('claim_reason')}")
         return "\n".join(lines)
+
+    def static_html(self) -> str:
+        """What a page without a kernel shows (GitHub, nbviewer, a stored notebook): the
+        graph as SVG, each weight's status and claim, and :meth:`static_images` (a live run's
+        plots). Self-contained; every text escaped."""
+        import html
+
+        vm = self.view_model or {}
+        rows = "".join(
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>".format(
+                html.escape(str(w.get("path"))),
+                html.escape(_status_label(w)),
+                html.escape(str(w.get("claim_reason") or w.get("reason") or "")),
+            )
+            for w in vm.get("weights", [])
+        )
+        parts = [
+            f"<div class='etp-viz-static'><b>{html.escape(self.summary().splitlines()[0])}</b>",
+            "<p><i>A static picture: run the notebook for the interactive explorer.</i></p>",
+        ]
+        svg = self.static_svg()
+        if svg:
+            start = svg.find("<svg")
+            parts.append(f"<div style='max-width:100%;overflow:auto'>{svg[max(start, 0) :]}</div>")
+        for name, png in self.static_images():
+            parts.append(
+                f"<img alt='{html.escape(name)}' style='max-width:100%' "
+                f"src='data:image/png;base64,{png}'/>"
+            )
+        if rows:
+            parts.append(
+                "<table><tr><th>weight</th><th>learned</th><th>why / what is dropped</th></tr>"
+                f"{rows}</table>"
+            )
+        parts.append("</div>")
+        return "".join(parts)
+
+    def static_images(self) -> list[tuple[str, str]]:
+        """``[(name, base64 PNG)]`` for the static output (none for a graph-only explorer)."""
+        return []
 
     def __repr__(self) -> str:
         return self.summary().splitlines()[0]
@@ -322,6 +393,10 @@ class Explorer(anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         data = {**data, "text/plain": self.summary()}
+        try:
+            data["text/html"] = self.static_html()
+        except Exception:  # a static fallback must never break display
+            pass
         svg = self.static_svg()
         if svg:
             data["image/svg+xml"] = svg
@@ -330,6 +405,7 @@ class Explorer(anywidget.AnyWidget):
     def frontend_state(self) -> dict[str, Any]:
         """The synced state the front end renders from (what saved HTML embeds)."""
         names = ("view_model", "expanded", "selected", "highlight", "options", "error")
+        names += ("verification",)
         return {name: getattr(self, name) for name in names} | {
             "live_panels": list(self.live_panels)
         }
@@ -391,3 +467,12 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
     from etp_viz.compiler import compile_etrace_graph
 
     return Explorer(compile_etrace_graph(model, *example_inputs), **options)
+
+
+def _status_label(weight: dict) -> str:
+    """ "online · exact", "readout · exact", "not learned" ... (the weights panel's words)."""
+    try:
+        from etp_viz.view.weights import status_text
+    except ImportError:
+        return str(weight.get("status", "?"))
+    return status_text(str(weight.get("status", "?")), str(weight.get("claim") or ""))

@@ -55,10 +55,12 @@ class VerifyRow:
     contradiction: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """Its fields (a non-finite number as None) and ``ok``: no contradiction."""
+        fields = {
             f.name: (_finite(getattr(self, f.name)) if f.type == "float" else getattr(self, f.name))
             for f in dataclasses.fields(self)
         }
+        return fields | {"ok": not self.contradiction}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +90,15 @@ class VerifyReport:
         return [row for row in self.rows if row.contradiction]
 
     def __getitem__(self, path: str) -> VerifyRow:
+        """A leaf's row (``"rnn.W.weight.weight"``), or a ``ParamState``'s (``"rnn.W"``,
+        ``"rnn.W.weight"``): its leaves taken together, with their worst claim."""
         for row in self.rows:
             if row.path == path:
                 return row
-        raise KeyError(f"no weight leaf {path!r}; measured: {[r.path for r in self.rows]}")
+        leaves = [row for row in self.rows if row.path.startswith(path + ".")]
+        if not leaves:
+            raise KeyError(f"no weight {path!r}; measured leaves: {[r.path for r in self.rows]}")
+        return _combine(path, leaves)
 
     def table(self) -> str:
         """A plain-text table, one line per weight leaf."""
@@ -347,6 +354,24 @@ def _row(path: str, kind: str, reason: str, online: np.ndarray, true: np.ndarray
         cosine = 1.0 if n_on == n_true == 0 else 0.0
     rel = diff / n_true if n_true > 0 else (0.0 if diff == 0 else float("inf"))
     return VerifyRow(path, kind, reason, cosine, rel, n_on, n_true)
+
+
+def _combine(path: str, rows: list) -> VerifyRow:
+    """Several leaves as one vector: norms and the dot product add up over the leaves."""
+    order = {"none": 0, "approximate": 1, "exact": 2}
+    worst = min(rows, key=lambda r: order.get(r.claim, -1)).claim
+    n_on = float(np.sqrt(sum(r.online_norm**2 for r in rows)))
+    n_true = float(np.sqrt(sum(r.true_norm**2 for r in rows)))
+    diff2 = [
+        (r.relative_error * r.true_norm) ** 2 if r.true_norm > 0 else r.online_norm**2 for r in rows
+    ]
+    dot = sum((r.online_norm**2 + r.true_norm**2 - d) / 2 for r, d in zip(rows, diff2))
+    cosine = dot / (n_on * n_true) if n_on > 0 and n_true > 0 else float(n_on == n_true)
+    diff = float(np.sqrt(sum(diff2)))
+    rel = diff / n_true if n_true > 0 else (0.0 if diff == 0 else float("inf"))
+    reason = "; ".join(dict.fromkeys(r.reason for r in rows if r.claim == worst and r.reason))
+    why = "; ".join(f"{r.path}: {r.contradiction}" for r in rows if r.contradiction)
+    return VerifyRow(path, worst, reason, float(cosine), rel, n_on, n_true, why)
 
 
 def _judge(row: VerifyRow, tolerance: float) -> VerifyRow:

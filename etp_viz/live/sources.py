@@ -16,6 +16,7 @@ __all__ = [
     "ALGORITHM_NAMES",
     "DataSource",
     "UserCodeError",
+    "algorithm_name",
     "build_algorithm",
     "build_optimizer",
     "resolve_loss",
@@ -197,6 +198,18 @@ def build_optimizer(optimizer: Any, learning_rate: float) -> Any:
     return optimizer
 
 
+def algorithm_name(algorithm: str) -> str:
+    """The canonical name of ``algorithm`` (``'D-RTRL'`` → ``'d_rtrl'``); an unknown one is a
+    ValueError naming the valid ones."""
+    name = algorithm.lower().replace("-", "_")
+    if name not in ALGORITHM_NAMES:
+        raise ValueError(
+            f"Unknown algorithm {algorithm!r}. Valid names: {list(ALGORITHM_NAMES)}, or pass an "
+            "algorithm instance."
+        )
+    return name
+
+
 def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
     """``'d_rtrl'`` → ``D_RTRL(model)``; ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``;
     an instance is used as is."""
@@ -210,12 +223,7 @@ def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
                 f"{missing or ['__call__']}."
             )
         return algorithm
-    name = algorithm.lower().replace("-", "_")
-    if name not in ALGORITHM_NAMES:
-        raise ValueError(
-            f"Unknown algorithm {algorithm!r}. Valid names: {list(ALGORITHM_NAMES)}, or pass an "
-            "algorithm instance."
-        )
+    name = algorithm_name(algorithm)
     try:
         from etp_viz import learn
     except ImportError as error:  # pragma: no cover - learn is part of the package

@@ -15,6 +15,7 @@ from etp_viz._compat import is_var
 
 from .nodes import JaxprGraphBuilder, Role, default_is_etp, path_text, role_node_id
 from .types import (
+    BypassInfo,
     Cluster,
     DiagnosticInfo,
     GroupInfo,
@@ -43,6 +44,8 @@ class Annotator:
         self.relations = list(getattr(graph, "hidden_param_op_relations", ()) or ())
         self.group_of = {path_text(p): g.index for g in self.groups for p in g.hidden_paths}
         self._index: _GraphIndex | None = None
+        self._claims: dict[str, Any] | None = None
+        self._claims_by_weight: dict[str, list] | None = None
         #: nodes and edges examined by the index queries (a linear pass keeps this O(graph))
         self.visits = 0
 
@@ -115,6 +118,32 @@ class Annotator:
                 if target in pool:
                     found.append(edge_id)
         return tuple(sorted(found, key=index.edge_order.__getitem__))
+
+    def edges_into(self, node_ids: Any) -> tuple[str, ...]:
+        """Edges that end at one of ``node_ids`` (in edge insertion order)."""
+        index = self._indexes()
+        found = [e for n in dict.fromkeys(node_ids) for e in index.in_edges.get(n, ())]
+        self.visits += len(found)
+        return tuple(sorted(set(found), key=index.edge_order.__getitem__))
+
+    def claims(self) -> dict[str, Any]:
+        """The compiler's gradient claims for the view's ``algorithm`` option, by weight leaf
+        path (``{}`` for a graph that makes none or ``algorithm=None``)."""
+        if self._claims is None:
+            algorithm = self.options.get("algorithm")
+            make = getattr(self.graph, "gradient_claims", None)
+            self._claims = dict(make(algorithm=algorithm)) if algorithm and make else {}
+        return self._claims
+
+    def claims_of(self, path: str) -> list[tuple[str, Any]]:
+        """``[(leaf path, claim)]`` of one ``ParamState`` (its leaves), from an index built
+        once (a lookup per weight, not a scan of every claim)."""
+        if self._claims_by_weight is None:
+            self._claims_by_weight = {}
+            for key, claim in self.claims().items():
+                owner = path_text(claim.weight_path) if claim.weight_path else key
+                self._claims_by_weight.setdefault(owner, []).append((key, claim))
+        return self._claims_by_weight.get(path, [])
 
     def with_nested(self, node_ids: Any) -> tuple[str, ...]:
         """Add the nested equations of every listed equation that owns a sub-jaxpr."""
@@ -247,6 +276,19 @@ class Annotator:
             infos.append(ReadoutInfo(path_text(path), nodes, self.edges_among(nodes)))
         return infos
 
+    def bypass_infos(self) -> list[BypassInfo]:
+        """The hidden output bypass: from each ``h:<path>:in`` read by an output before the
+        step's update, along ``graph.bypass_eqn_indices[path]``, to the outputs."""
+        routes = getattr(self.graph, "bypass_eqn_indices", None) or {}
+        infos = []
+        for path, indices in routes.items():
+            start = f"h:{path_text(path)}:in"
+            nodes = self.with_nested(self.eqn_ids(indices))
+            nodes = tuple(n for n in (start, *nodes) if n in self.builder.nodes)
+            nodes = (*nodes, *self._touching_outputs(nodes))
+            infos.append(BypassInfo(path_text(path), nodes, self.edges_among(nodes)))
+        return infos
+
     def _touching_outputs(self, nodes: tuple[str, ...]) -> list[str]:
         """The ``out:`` nodes joined by an edge to one of ``nodes`` (the outputs a readout
         path reaches), in node order."""
@@ -272,9 +314,11 @@ class _GraphIndex:
         self.edge_order = {edge_id: k for k, edge_id in enumerate(edges)}
         self.outputs = tuple(n for n in nodes if n.startswith("out:"))
         self.out_edges: dict[str, list[tuple[str, str]]] = {}
+        self.in_edges: dict[str, list[str]] = {}
         self.incident: dict[str, list[str]] = {}
         for edge in edges.values():
             self.out_edges.setdefault(edge.source, []).append((edge.id, edge.target))
+            self.in_edges.setdefault(edge.target, []).append(edge.id)
             self.incident.setdefault(edge.source, []).append(edge.target)
             self.incident.setdefault(edge.target, []).append(edge.source)
         # "e3/..." and "e3.body..." are nested under "e3": register each node under every
@@ -301,6 +345,7 @@ def build_from_etrace_graph(graph: Any, *, title: str | None, options: dict, leg
     groups = ann.group_infos()
     relations = ann.relation_infos()
     readouts = ann.readout_infos()
+    bypasses = ann.bypass_infos()
     diagnostics = ann.diagnostic_infos()
     weights = classify_weights(ann, relations, readouts, diagnostics)
     for w in weights:  # label ETP equations with the weight they use and its status
@@ -319,6 +364,7 @@ def build_from_etrace_graph(graph: Any, *, title: str | None, options: dict, leg
         groups=tuple(groups),
         relations=tuple(relations),
         readouts=tuple(readouts),
+        bypasses=tuple(bypasses),
         perturbations=tuple(perturbations),
         diagnostics=tuple(diagnostics),
         legend=legend,

@@ -26,6 +26,8 @@ import subprocess
 from collections.abc import Iterable
 from typing import Any
 
+from .weights import status_text
+
 __all__ = ["LARGE_GRAPH_NODES", "STYLE", "render_svg", "to_dot", "visible_nodes"]
 
 #: Above this many visible nodes the layout is bounded (``nslimit``, ``mclimit``, straight edges).
@@ -45,6 +47,8 @@ STYLE: dict[str, tuple[str, str]] = {
 }
 _STATUS_FILL = {"online": "#c8e6c9", "exact": "#bbdefb", "not_learned": "#ffcdd2"}
 _HIGHLIGHT = "#d32f2f"
+_DROPPED = "#c2185b"
+_BYPASS = "#8e24aa"
 
 
 def representatives(vm: Any, expanded: Iterable[str] = ()) -> dict[str, str]:
@@ -78,12 +82,12 @@ def visible_nodes(vm: Any, expanded: Iterable[str] = ()) -> dict[str, Any]:
     return {n.id: n for n in vm.nodes if n.id in drawn}
 
 
-def _label(node: Any, weight_status: dict[str, str]) -> str:
+def _label(node: Any, weight_label: dict[str, str]) -> str:
     """HTML-like label: every piece of text escaped."""
     esc = html.escape
     rows = [f"<B>{esc(node.label)}</B>"]
     if node.etp and node.weight_path:
-        status = weight_status.get(node.weight_path, node.status or "")
+        status = weight_label.get(node.weight_path, node.status or "")
         rows.append(f"{esc(node.weight_path)} ({esc(status)})" if status else esc(node.weight_path))
     avals = ", ".join(node.out_avals or node.in_avals)
     if avals:
@@ -149,6 +153,9 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     nodes = {n.id: n for n in vm.nodes if n.id in set(rep.values())}
     hi_nodes, hi_edges, boundary = _highlight_ids(vm, highlight)
     weight_status = {w.path: w.status for w in vm.weights}
+    weight_label = {w.path: status_text(w.status, getattr(w, "claim", "")) for w in vm.weights}
+    dropped = {e for w in vm.weights for e in getattr(w, "dropped_edges", ())}
+    bypass = {e for b in getattr(vm, "bypasses", ()) for e in b.path_edges}
     graph_attr = {"rankdir": "TB", "fontname": "Helvetica", "fontsize": "10", "compound": "true"}
     if len(nodes) > LARGE_GRAPH_NODES:
         graph_attr.update(nslimit="1", nslimit1="1", mclimit="0.1", splines="line")
@@ -161,7 +168,8 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     dot.body.append(f"\tlabel={_quote(vm.title)} labelloc=t\n")
     bodies = _cluster_bodies(vm)
     for node_id, node in nodes.items():
-        line = _node_stmt(node, weight_status, node_id in hi_nodes, node_id in boundary)
+        hi, blocked = node_id in hi_nodes, node_id in boundary
+        line = _node_stmt(node, weight_status, weight_label, hi, blocked)
         bodies.get(_drawn_cluster(parents, node, expanded), bodies[None]).append(line)
     dot.body.extend(_assemble_clusters(vm, bodies))
     drawn_pairs: set[tuple[str, str]] = set()
@@ -177,15 +185,21 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
             attrs.append(f'color="{_HIGHLIGHT}" penwidth=2')
         if edge.kind == "perturb":
             attrs.append("style=dashed")
+        elif edge.id in dropped:  # a Jacobian term the algorithm's gradient ignores
+            attrs.append(f'style=dashed color="{_DROPPED}" penwidth=2')
+        elif edge.id in bypass:  # an output reading h^(t-1): the hidden output bypass
+            attrs.append(f'style=dotted color="{_BYPASS}" penwidth=2')
         dot.body.append(f"\t{_quote(source)} -> {_quote(target)} [{' '.join(attrs)}]\n")
     return dot.source
 
 
-def _node_stmt(node: Any, weight_status: dict[str, str], hi: bool, boundary: bool) -> str:
+def _node_stmt(
+    node: Any, weight_status: dict[str, str], weight_label: dict[str, str], hi: bool, boundary: bool
+) -> str:
     shape, fill = STYLE.get(node.kind, ("box", "#ffffff"))
     if node.etp:
         fill = _STATUS_FILL.get(weight_status.get(node.weight_path or "", ""), "#fff59d")
-    attrs = [f"label={_label(node, weight_status)}", f"shape={shape}", f'fillcolor="{fill}"']
+    attrs = [f"label={_label(node, weight_label)}", f"shape={shape}", f'fillcolor="{fill}"']
     attrs.append(f"tooltip={_tooltip(node)}")
     attrs.append(f"id={_quote('node-' + node.id)}")
     if node.etp:

@@ -61,6 +61,7 @@ VIEW_MODEL_OPTIONS: dict[str, Any] = {
     "max_fanout": 8,
     "param_edges": False,
     "perturbation_nodes": True,
+    "algorithm": "d_rtrl",
 }
 
 LEGEND = (
@@ -73,6 +74,8 @@ LEGEND = (
     LegendEntry("boundary", "blocking boundary (the ETP op that cut a weight's path)"),
     LegendEntry("perturb", "perturbation point (h = h_hat + p)"),
     LegendEntry("readout", "readout path (exact same-step gradient)"),
+    LegendEntry("bypass", "hidden output bypass: an output reads h from before the update"),
+    LegendEntry("dropped", "dropped Jacobian term (dashed): what the algorithm's gradient ignores"),
     LegendEntry("subjaxpr", "nested sub-jaxpr (collapsible)"),
     LegendEntry("badge", "badge: parameter, literal, constant or high-fan-out variable"),
 )
@@ -85,6 +88,11 @@ def validate_options(options: dict[str, Any]) -> dict[str, Any]:
         valid = ", ".join(["title", *VIEW_MODEL_OPTIONS])
         raise TypeError(f"build_view_model() got unknown option(s) {unknown}; valid: {valid}")
     merged = {**VIEW_MODEL_OPTIONS, **options}
+    if merged["algorithm"] is not None and not isinstance(merged["algorithm"], str):
+        raise TypeError(
+            f"algorithm must be an algorithm name such as 'd_rtrl' or None, "
+            f"got {merged['algorithm']!r}"
+        )
     if not isinstance(merged["max_fanout"], int) or merged["max_fanout"] < 1:
         raise ValueError(f"max_fanout must be a positive int, got {merged['max_fanout']!r}")
     return merged
@@ -110,6 +118,9 @@ def build_view_model(graph: Any, *, title: str | None = None, **options: Any) ->
         Draw edges from parameter nodes to their consumers instead of badges (default False).
     perturbation_nodes : bool
         Add a ``perturb`` node feeding each perturbed hidden output (default True).
+    algorithm : str or None
+        Whose gradient claims the weights carry (``graph.gradient_claims(algorithm)``:
+        ``"d_rtrl"`` by default, ``"es_d_rtrl"``; None for no claims).
     """
     opts = validate_options(options)
     if _is_etrace_graph(graph):

@@ -85,9 +85,29 @@ def var_display_name(n: int) -> str:
     return text
 
 
-def literal_text(literal: Any) -> str:
+def literal_text(literal: Any, *, full: bool = False) -> str:
+    """A literal as a node badge shows it: floats with at most 4 significant digits
+    (``full=True``: every digit, for the tooltip).
+
+    >>> import numpy as np
+    >>> literal_text(np.float32(20.504165649414062)), literal_text(np.float32(1.0))
+    ('20.5', '1.0')
+    >>> literal_text(np.float32(20.504165649414062), full=True)
+    '20.504165649414062'
+    """
     value = np.asarray(getattr(literal, "val", literal))
-    return repr(value.item()) if value.ndim == 0 else f"{aval_text(literal.aval)} literal"
+    if value.ndim:
+        return f"{aval_text(literal.aval)} literal"
+    item = value.item()
+    if not isinstance(item, float) or full:
+        return repr(item)
+    text = f"{item:.4g}"
+    return text + ".0" if text.lstrip("-").isdigit() else text  # 1.0 stays a float
+
+
+def literal_badge(literal: Any, title: str) -> Badge:
+    """The badge of a literal: short text, full precision in the tooltip."""
+    return Badge(literal_text(literal), f"{title} = {literal_text(literal, full=True)}", "literal")
 
 
 def param_text(value: Any, limit: int = 120) -> str:
@@ -302,9 +322,7 @@ class JaxprGraphBuilder:
 
     def _connect(self, atom: Any, env: dict[Any, _Source], target: str) -> None:
         if is_literal(atom):
-            self._badge(
-                target, Badge(literal_text(atom), f"literal {aval_text(atom.aval)}", "literal")
-            )
+            self._badge(target, literal_badge(atom, f"literal {aval_text(atom.aval)}"))
             return
         source = env.get(atom) if is_var(atom) else None
         if source is None:
@@ -360,10 +378,8 @@ class JaxprGraphBuilder:
             for var, pos in zip(inner.invars, _inner_invar_map(eqn, sub_label, len(inner.invars))):
                 atom = None if pos is None else eqn.invars[pos]
                 if atom is not None and is_literal(atom):
-                    text = literal_text(atom)
-                    env[var] = _Source(
-                        None, "", text, aval_text(atom.aval), Badge(text, "literal", "literal")
-                    )
+                    badge = literal_badge(atom, "literal")
+                    env[var] = _Source(None, "", badge.text, aval_text(atom.aval), badge)
                 elif atom is not None and atom in outer_env:
                     outer = outer_env[atom]  # enters through the owner equation
                     env[var] = (

@@ -16,6 +16,7 @@ ALL_SECTIONS = (
     "groups",
     "relations",
     "readouts",
+    "bypasses",
     "perturbations",
     "diagnostics",
     "legend",
@@ -75,6 +76,10 @@ def _section_weights(vm: Any) -> list[str]:
         groups = f" groups={list(w.groups)}" if w.groups else ""
         lines.append(f"  {w.path} [{w.aval or '?'}] {w.status}{groups}")
         lines.append(f"    reason: {w.reason}")
+        if getattr(w, "claim", ""):
+            lines.append(f"    claim: {w.claim} -- {w.claim_reason or '-'}")
+            if w.dropped_nodes:
+                lines.append(f"    dropped: {_ids(w.dropped_nodes)}")
         if w.fix:
             lines.append(f"    fix: {w.fix}")
         lines.append(f"    nodes: {_ids(w.node_ids)}")
@@ -110,6 +115,10 @@ def _section_relations(vm: Any) -> list[str]:
 
 def _section_readouts(vm: Any) -> list[str]:
     return [f"  {r.path} path: {_ids(r.path_nodes)}" for r in vm.readouts]
+
+
+def _section_bypasses(vm: Any) -> list[str]:
+    return [f"  {b.hidden_path}^(t-1) path: {_ids(b.path_nodes)}" for b in vm.bypasses]
 
 
 def _section_perturbations(vm: Any) -> list[str]:

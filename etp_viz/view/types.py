@@ -93,6 +93,15 @@ class WeightInfo:
     path_edges: tuple[str, ...] = ()
     boundary_nodes: tuple[str, ...] = ()
     diagnostics: tuple[int, ...] = ()
+    #: the gradient claim for the view's algorithm: "exact" | "approximate" | "none" | ""
+    #: (no claim made), its reason (what is dropped), and per leaf (path, kind, reason)
+    claim: str = ""
+    claim_reason: str = ""
+    leaf_claims: tuple[tuple[str, str, str], ...] = ()
+    #: the equations of the Jacobian terms the algorithm drops for this weight, and the edges
+    #: into them (drawn dashed: the cut h -> h dependencies)
+    dropped_nodes: tuple[str, ...] = ()
+    dropped_edges: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,16 @@ class RelationInfo:
 @dataclass(frozen=True)
 class ReadoutInfo:
     path: str
+    path_nodes: tuple[str, ...] = ()
+    path_edges: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BypassInfo:
+    """A hidden state whose *previous* value reaches a model output without crossing a new
+    hidden value (the hidden output bypass): the path from ``h:<path>:in`` to the outputs."""
+
+    hidden_path: str
     path_nodes: tuple[str, ...] = ()
     path_edges: tuple[str, ...] = ()
 
@@ -161,6 +180,7 @@ class ViewModel:
     groups: tuple[GroupInfo, ...] = ()
     relations: tuple[RelationInfo, ...] = ()
     readouts: tuple[ReadoutInfo, ...] = ()
+    bypasses: tuple[BypassInfo, ...] = ()
     perturbations: tuple[PerturbInfo, ...] = ()
     diagnostics: tuple[DiagnosticInfo, ...] = ()
     legend: tuple[LegendEntry, ...] = ()
@@ -243,6 +263,9 @@ def find_dangling_references(vm: ViewModel) -> list[str]:
     for r in vm.readouts:
         need(r.path_nodes, node_ids, f"readout {r.path}")
         need(r.path_edges, edge_ids, f"readout {r.path}.path_edges")
+    for b in vm.bypasses:
+        need(b.path_nodes, node_ids, f"bypass {b.hidden_path}")
+        need(b.path_edges, edge_ids, f"bypass {b.hidden_path}.path_edges")
     for p in vm.perturbations:
         need((p.node, p.perturb_node), node_ids, f"perturbation {p.hidden_path}")
     for d in vm.diagnostics:

@@ -126,8 +126,10 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
                 fix = PLAIN_MATMUL_FIX if prims & _MATMUL_PRIMITIVES else NO_ETP_FIX
             if path_nodes and boundary:
                 path_nodes = tuple(dict.fromkeys((*path_nodes, *boundary)))
+        claim = weight_claim(ann, path)
         out.append(
             WeightInfo(
+                **claim,
                 path=path,
                 status=status,
                 groups=groups,
@@ -142,3 +144,53 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
             )
         )
     return out
+
+
+#: dropped-term equations drawn per weight (the claim's ``dropped`` keeps them all)
+MAX_DROPPED_NODES = 12
+#: worst first: what a ParamState's combined claim is when its leaves differ
+_CLAIM_ORDER = {"none": 0, "approximate": 1, "exact": 2}
+
+
+def weight_claim(ann: Any, path: str) -> dict[str, Any]:
+    """The :class:`WeightInfo` claim fields of one ``ParamState`` (its leaves' claims).
+
+    A ParamState's claim is its leaves' worst (``none`` < ``approximate`` < ``exact``); the
+    reason names the leaves when they differ.
+    """
+    leaves = ann.claims_of(path)
+    if not leaves:
+        return {}
+    kinds = {c.kind for _, c in leaves}
+    worst = min(kinds, key=lambda k: _CLAIM_ORDER.get(k, -1))
+    reasons = list(dict.fromkeys(c.reason for _, c in leaves if c.kind == worst and c.reason))
+    if len(kinds) > 1:
+        reasons.append(", ".join(f"{k}: {c.kind}" for k, c in leaves))
+    dropped = [int(i) for _, c in leaves for i in getattr(c, "dropped", ())]
+    # the first few (in equation order): a deep stack's first layer drops a term in every
+    # layer above it, and the graph draws each weight's terms only when it is selected
+    dropped_nodes = ann.eqn_ids(sorted(set(dropped))[:MAX_DROPPED_NODES])
+    return {
+        "claim": worst,
+        "claim_reason": "; ".join(reasons),
+        "leaf_claims": tuple((k, c.kind, c.reason) for k, c in leaves),
+        "dropped_nodes": dropped_nodes,
+        "dropped_edges": ann.edges_into(dropped_nodes),
+    }
+
+
+_STATUS_WORDS = {"online": "online", "exact": "readout", "not_learned": "not learned"}
+
+
+def status_text(status: str, claim: str = "") -> str:
+    """What the weights panel says: ``"online · exact"``, ``"online · approximate"``,
+    ``"readout · exact"``, ``"not learned"`` (without a claim: the bare status).
+
+    >>> status_text("online", "approximate"), status_text("not_learned", "none")
+    ('online · approximate', 'not learned')
+    """
+    if status == "not_learned":
+        return "not learned"
+    if not claim or claim == "none":
+        return status
+    return f"{_STATUS_WORDS.get(status, status)} · {claim}"

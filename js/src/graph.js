@@ -20,6 +20,8 @@ export const COLORS = {
   boundary: "#d62728",
   perturb: "#1f77b4",
   readout: "#2e8b57",
+  bypass: "#8e24aa",
+  dropped: "#c2185b",
   edge: "#9a9a9a",
   online: "#2ca02c",
   exact: "#1f77b4",
@@ -121,7 +123,9 @@ function* buildIndexSteps(vm) {
     sliceEdges: union(vm.relations || [], "slice_edges"),
     transitionEdges: union(vm.groups || [], "transition_edges"),
     readoutEdges: union(vm.readouts || [], "path_edges"),
+    bypassEdges: union(vm.bypasses || [], "path_edges"),
     boundaryNodes: union(vm.weights || [], "boundary_nodes"),
+    droppedEdges: union(vm.weights || [], "dropped_edges"),
     perturbNodes: new Set((vm.perturbations || []).map((p) => p.node)),
   };
   return { vm, nodes, edges, clusters, clusterSize, weights, groups, relations, diagnostics,
@@ -132,8 +136,8 @@ function* buildIndexSteps(vm) {
  * @typedef {{vm: ViewModel, nodes: Map<string, VMNode>, edges: Map<string, any>,
  *   clusters: Map<string, any>, clusterSize: Map<string, number>, weights: Map<string, any>,
  *   groups: Map<string, any>, relations: Map<string, any>, diagnostics: Map<string, any>,
- *   annotations: {sliceEdges: Set<string>, transitionEdges: Set<string>, readoutEdges: Set<string>,
- *   boundaryNodes: Set<string>, perturbNodes: Set<string>}}} Index
+ *   annotations: {sliceEdges: Set<string>, transitionEdges: Set<string>, readoutEdges: Set<string>, bypassEdges: Set<string>,
+ *   boundaryNodes: Set<string>, droppedEdges: Set<string>, perturbNodes: Set<string>}}} Index
  */
 
 /** The module path owning a state path (`layers.3.h` -> `layers.3`). */
@@ -554,6 +558,10 @@ export function* toDotSteps(index, graph, options = {}) {
     if (e.vmIds.some((id) => a.sliceEdges.has(id))) Object.assign(attrs, { color: COLORS.slice, penwidth: "2" });
     else if (e.vmIds.some((id) => a.transitionEdges.has(id))) Object.assign(attrs, { color: COLORS.transition, penwidth: "1.6" });
     else if (e.vmIds.some((id) => a.readoutEdges.has(id))) Object.assign(attrs, { color: COLORS.readout, style: "dashed", penwidth: "1.6" });
+    // an output reading h^(t-1) (the hidden output bypass: its gradient term is dL/dh^(t-1)·e^(t-1))
+    if (e.vmIds.some((id) => a.bypassEdges.has(id))) Object.assign(attrs, { color: COLORS.bypass, style: "dotted", penwidth: "2" });
+    // a Jacobian term the algorithm drops (the cut h -> h dependency into a recurrent ETP op)
+    if (e.vmIds.some((id) => a.droppedEdges.has(id))) Object.assign(attrs, { color: COLORS.dropped, style: "dashed", penwidth: "2" });
     if (e.vmIds.length > 1) attrs.label = `×${e.vmIds.length}`;
     out.push(`${e.source} -> ${e.target} [id="${e.dotId}" ${formatAttrs(attrs)}];`);
   }

@@ -14,7 +14,7 @@ import { highlightSets, highlightDotIds } from "./highlight.js";
 import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
 import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
-import { legendPanel, weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel } from "./panels.js";
+import { legendPanel, weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel, attachVerification } from "./panels.js";
 import { decodeFloat32 } from "./live.js";
 import { warmFonts } from "./fonts.js";
 import { LivePanels } from "./live/index.js";
@@ -57,6 +57,7 @@ export class ExplorerApp {
     this.listen("change:selected", () => this.guard(() => this.onSelectedChange()));
     this.listen("change:error", () => this.showPythonError());
     this.listen("change:live_panels", () => this.guard(() => this.live.setPanels(model.get("live_panels") || [])));
+    this.listen("change:verification", () => this.guard(() => this.applyVerification(true)));
     this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
     this.applyOptions();
     this.disposed = false;
@@ -189,6 +190,7 @@ export class ExplorerApp {
       await yieldToEventLoop();
       if (!isCurrent()) return;
       this.index = index || null;
+      this.applyVerification(false);
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
       if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
       // each step in its own task and frame: together (last index slice, legend, first graph
@@ -327,6 +329,16 @@ export class ExplorerApp {
   }
 
   /** Mark the selected row in the virtual lists (scrolled into view) and show a weight's fix. */
+  /**
+   * The `verification` trait (a `verify()` report) beside each weight's claim: sets
+   * `verified` (text) and `verified_ok` on the index's weights, then redraws the panels.
+   */
+  applyVerification(redraw = true) {
+    if (!this.index) return;
+    attachVerification(this.index.weights, this.model.get("verification"));
+    if (redraw) this.renderPanels();
+  }
+
   markSelection(reveal = false) {
     const index = this.index;
     if (!index || !this.lists) return;
@@ -338,7 +350,7 @@ export class ExplorerApp {
     }
     if (this.weightDetailEl) {
       const w = selected.kind === "weight" ? index.weights.get(id) : undefined;
-      fill(this.weightDetailEl, w && (w.reason || w.fix) ? [weightDetail(w)] : []);
+      fill(this.weightDetailEl, w && (w.reason || w.fix || w.verified) ? [weightDetail(w)] : []);
     }
   }
 

@@ -22,6 +22,8 @@ const SWATCH = {
   boundary: { background: "#fff", border: `3px double ${COLORS.boundary}` },
   perturb: { background: "#fff", border: `2px dashed ${COLORS.perturb}` },
   readout: { borderTop: `3px dashed ${COLORS.readout}`, height: "0", marginTop: "6px" },
+  dropped: { borderTop: `3px dashed ${COLORS.dropped}`, height: "0", marginTop: "6px" },
+  bypass: { borderTop: `3px dotted ${COLORS.bypass}`, height: "0", marginTop: "6px" },
 };
 
 export function legendPanel(/** @type {Index} */ index) {
@@ -32,6 +34,19 @@ export function legendPanel(/** @type {Index} */ index) {
 }
 
 const STATUS_TEXT = { online: "online", exact: "exact", not_learned: "not learned" };
+const CLAIM_WORD = { online: "online", exact: "readout" };
+
+/**
+ * What a weight's status says, with its gradient claim when the view model carries one:
+ * "online · exact", "online · approximate", "readout · exact", "not learned".
+ * Mirrors `status_text` in etp_viz/view/weights.py.
+ * @param {any} w
+ */
+export function statusText(w) {
+  if (w.status === "not_learned") return "not learned";
+  if (!w.claim || w.claim === "none") return STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status;
+  return `${CLAIM_WORD[/** @type {keyof CLAIM_WORD} */ (w.status)] || w.status} · ${w.claim}`;
+}
 
 /** Height of one row of the weights/groups/diagnostics lists (px; fixed: the lists are virtual). */
 export const ROW_HEIGHT = 20;
@@ -137,17 +152,24 @@ export class VirtualList {
  */
 export function weightRow(w, active, select) {
   const groups = (w.groups || []).length ? ` · groups ${w.groups.join(", ")}` : "";
-  const status = STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status;
+  const status = statusText(w);
+  const claim = w.claim ? ` claim-${w.claim}` : "";
   return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
-    title: `${w.path} (${status})${groups}`, onclick: () => select({ kind: "weight", id: w.path }) },
-  h("span", { class: `etp-status status-${w.status}` }, status),
+    "data-claim": w.claim || "", title: `${w.path} (${status})${groups}`, onclick: () => select({ kind: "weight", id: w.path }) },
+  h("span", { class: `etp-status status-${w.status}${claim}` }, status),
+  w.verified ? h("span", { class: `etp-verified-mark ${w.verified_ok ? "ok" : "bad"}`, "data-verified-mark": w.verified_ok ? "ok" : "bad",
+    title: w.verified }, w.verified_ok ? "✓" : "✗") : null,
   h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups));
 }
 
 /** The reason and suggested fix of the selected weight (shown under the weights list). */
 export function weightDetail(/** @type {any} */ w) {
+  const claim = w.claim && w.claim !== "none" && w.claim_reason
+    ? h("div", { class: "etp-claim", "data-claim-detail": w.claim }, h("b", {}, `${w.claim}: `), w.claim_reason) : null;
+  const verified = w.verified ? h("div", { class: "etp-verified", "data-verified": w.path },
+    h("b", {}, "measured: "), w.verified) : null;
   return h("div", { class: "etp-detail", "data-detail": w.path },
-    w.reason ? h("div", { class: "etp-reason" }, w.reason) : null,
+    w.reason ? h("div", { class: "etp-reason" }, w.reason) : null, claim, verified,
     w.fix ? h("div", { class: "etp-fix" }, h("b", {}, "Suggested fix: "), w.fix) : null);
 }
 
@@ -211,8 +233,11 @@ export function inspectorPanel(index, selected, actions) {
   if (kind === "weight" && index.weights.has(id)) {
     const w = index.weights.get(id);
     return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, w.path),
-      table([["status", STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status], ["groups", (w.groups || []).join(", ")],
-        ["reason", w.reason], ["suggested fix", w.fix], ["boundary", (w.boundary_nodes || []).join(", ")]]));
+      table([["status", statusText(w)], ["groups", (w.groups || []).join(", ")],
+        ["reason", w.reason], ["claim", w.claim_reason], ["measured", w.verified],
+        ["per leaf", (w.leaf_claims || []).map((/** @type {any[]} */ c) => `${c[0]}: ${c[1]}`).join("; ")],
+        ["dropped terms", (w.dropped_nodes || []).join(", ")],
+        ["suggested fix", w.fix], ["boundary", (w.boundary_nodes || []).join(", ")]]));
   }
   if (kind === "group" && index.groups.has(id)) {
     const g = index.groups.get(id);
@@ -227,4 +252,27 @@ export function inspectorPanel(index, selected, actions) {
         ["hidden", (d.hidden_paths || []).join(", ")], ["nodes", (d.node_ids || []).join(", ")]]));
   }
   return h("div", { class: "etp-inspector etp-dim" }, "Click a node, weight, group or diagnostic.");
+}
+
+/**
+ * Put a `verify()` report (the `verification` trait: `{rows: [{path, claim, cosine,
+ * relative_error, contradiction}], contradictions}`) on the weights it measured: each
+ * ParamState gets `verified` (its leaves' cosine and relative error, or the contradiction)
+ * and `verified_ok`. Rows are per leaf (`rnn.W.weight`); a weight is a ParamState (`rnn.W`).
+ * @param {Map<string, any>} weights
+ * @param {any} report
+ */
+export function attachVerification(weights, report) {
+  for (const w of weights.values()) { delete w.verified; delete w.verified_ok; }
+  if (!report || !Array.isArray(report.rows)) return;
+  const fmt = (/** @type {any} */ v) => (v == null || !Number.isFinite(Number(v)) ? "–" : Number(v).toPrecision(3));
+  for (const w of weights.values()) {
+    const rows = report.rows.filter((/** @type {any} */ r) => r.path === w.path || String(r.path).startsWith(`${w.path}.`));
+    if (!rows.length) continue;
+    const bad = rows.filter((/** @type {any} */ r) => r.contradiction);
+    w.verified_ok = !bad.length;
+    w.verified = bad.length
+      ? `✗ ${bad.map((/** @type {any} */ r) => `${r.path}: ${r.contradiction}`).join("; ")}`
+      : `✓ ${rows.map((/** @type {any} */ r) => `${r.path.slice(w.path.length + 1) || r.path}: cos ${fmt(r.cosine)}, rel. err ${fmt(r.relative_error)}`).join("; ")}`;
+  }
 }

@@ -19,6 +19,8 @@
  * @property {Selection} highlight  what is highlighted (JS and Python write)
  * @property {Options} options  validated display options (Python writes)
  * @property {string} error  an error from Python, shown in the widget ("" when none)
+ * @property {any} [verification]  the last `verify()` report (`VerifyReport.to_json()`: `rows` per
+ *   weight leaf with `path, claim, cosine, relative_error, contradiction`), null until verified
  * @property {LivePanelSpec[]} live_panels  declared live panels (data comes by binary buffers in
  *   `{type: "live", name, shape, dtype}` custom messages); [] on a static explorer
  * @property {LiveStatus} [live_status]  live.py only: the session state (Python writes)
@@ -119,6 +121,7 @@
  * @property {any[]} [groups]
  * @property {any[]} [relations]
  * @property {any[]} [readouts]
+ * @property {any[]} [bypasses]
  * @property {any[]} [perturbations]
  * @property {any[]} [diagnostics]
  * @property {{key: string, label: string}[]} [legend]

@@ -107,3 +107,52 @@ def test_heatmap_pushes_carry_the_measured_steps_only():
         assert content["steps"] == [3, 7, 11, 15, 19, 23, 27, 31]
         assert rows.shape[0] == len(content["steps"])
         assert not np.isnan(rows).all(axis=1).any()
+
+
+def test_every_synchronous_step_is_pushed(live):
+    """Rate limiting applies to background runs only: a step has no stop event to flush it."""
+    live.max_rate = 1e-3
+    live.step(1)
+    live.step(1)
+    assert live.pushes == 2
+    losses = [np.frombuffer(b[0], "<f4") for c, b in live.sent if c["name"] == "loss"]
+    assert [len(v) for v in losses] == [1, 2]
+
+
+def test_static_output_of_a_live_run_carries_its_plots(live):
+    live.step(6)
+    data, _ = live._repr_mimebundle_()
+    page = data["text/html"]
+    assert page.count("data:image/png;base64,") >= 1 and "alt='loss'" in page
+    assert "application/vnd.jupyter.widget-view+json" in data
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_verify_request_measures_the_session_window_beside_the_claims():
+    import brainstate
+
+    from tests.learn import archs
+
+    arch = archs.Arch((archs.Layer(rec="dense"),))
+    model = archs.build(arch)
+
+    def data(step):
+        x = np.sin(0.3 * step + np.arange(archs.N, dtype=np.float32))
+        return x.astype(np.float32), np.zeros(2, np.float32)
+
+    ex = etp_viz.show(model, np.zeros(archs.N, np.float32), data=data, steps_per_frame=4)
+    ex.send = lambda content, buffers=None: None
+    ex.step(10)
+    before = {k: np.asarray(v.value).copy() for k, v in brainstate.graph.states(model).items()}
+    reply = ex._answer(
+        {"type": "request", "id": 1, "method": "live_verify", "params": {"steps": 6}}
+    )
+    assert reply["error"] is None, reply
+    rows = {r["path"]: r for r in ex.verification["rows"]}
+    assert rows["layers.0.Wrec"]["claim"] == "approximate"
+    assert rows["Wo"]["claim"] == "exact" and rows["Wo"]["ok"]
+    assert reply["result"]["rows"] == len(rows)
+    after = {k: np.asarray(v.value) for k, v in brainstate.graph.states(model).items()}
+    for key, value in before.items():  # verifying does not move the run
+        np.testing.assert_array_equal(after[key], value)
+    assert ex.session.step_count == 10

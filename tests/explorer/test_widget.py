@@ -41,7 +41,9 @@ def test_traits_from_view_model_json():
         "options",
         "error",
         "live_panels",
+        "verification",
     }
+    assert ex.verification is None  # no report until verify()
 
 
 def test_unknown_option_lists_the_valid_ones():
@@ -114,11 +116,27 @@ def test_mimebundle_has_text_summary_and_widget_view():
     data, _ = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
     text = data["text/plain"]
-    assert "not_learned Wr.weight" in text and "fix:" in text
-    # a static SVG only with a `dot` executable (absent on most test machines)
+    assert "not learned" in text and "Wr.weight" in text and "fix:" in text
+    # a static SVG only with a `dot` executable (the setup installs graphviz)
     import shutil
 
-    assert ("image/svg+xml" in data) == (shutil.which("dot") is not None)
+    has_dot = shutil.which("dot") is not None
+    assert ("image/svg+xml" in data) == has_dot
+    # the static fallback a page without a kernel shows: graph, weights and their status
+    page = data["text/html"]
+    assert ("<svg" in page) == has_dot and "<?xml" not in page
+    for weight in ex.view_model["weights"]:
+        assert f"<code>{weight['path']}</code>" in page
+    assert "<script" not in page.lower()
+
+
+def test_static_html_escapes_model_text():
+    ex = Explorer(fixture("gru"))
+    vm = json.loads(json.dumps(ex.view_model))
+    vm["weights"][0]["path"] = "<img src=x onerror=alert(1)>"
+    ex.view_model = vm
+    page = ex.static_html()
+    assert "<img src=x" not in page and "&lt;img src=x" in page
 
 
 def test_to_dot_delegates_to_the_dot_module():

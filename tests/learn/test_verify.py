@@ -161,3 +161,28 @@ def test_a_model_without_hidden_state_is_refused():
 
     with pytest.raises(ValueError, match="HiddenState"):
         etp_viz.verify(Readout(), jnp.ones((4, 3)))
+
+
+def test_a_param_state_row_combines_its_leaves(x64):
+    """``report["cell.W"]`` of a leaf pair: norms, cosine and error of the leaves as one vector."""
+    from etp_viz.learn.verify import VerifyRow, _combine
+
+    rng = np.random.default_rng(0)
+    online = [rng.standard_normal(4), rng.standard_normal(3)]
+    true = [rng.standard_normal(4), rng.standard_normal(3)]
+    rows = []
+    for k, (o, t) in enumerate(zip(online, true)):
+        rel = np.linalg.norm(o - t) / np.linalg.norm(t)
+        cos = o @ t / np.linalg.norm(o) / np.linalg.norm(t)
+        rows.append(
+            VerifyRow(f"w.{k}", "exact", "", cos, rel, np.linalg.norm(o), np.linalg.norm(t))
+        )
+    row = _combine("w", rows)
+    o, t = np.concatenate(online), np.concatenate(true)
+    assert row.cosine == pytest.approx(o @ t / np.linalg.norm(o) / np.linalg.norm(t), rel=1e-12)
+    assert row.relative_error == pytest.approx(np.linalg.norm(o - t) / np.linalg.norm(t), rel=1e-12)
+    model, xs = build(LEAKY)
+    report = etp_viz.verify(model, xs)
+    assert report["layers.0"].path == "layers.0"
+    with pytest.raises(KeyError, match="no weight"):
+        report["nope"]

@@ -27,7 +27,7 @@ PROFILES = [
 
 #: The layers whose profile the compiler reports as a lossy wiring (with a UserWarning).
 EXPECTED_WARNINGS = {
-    "GRUCell": ["relation_excluded_weight_to_weight"],  # Wr only feeds Wh's product
+    # GRUCell: Wr only feeds Wh's product -- recorded (explorer, explain), not warned
     "MGUCell": ["relation_partial_path"],  # Wf also gates h before Wh's product
 }
 

@@ -89,6 +89,18 @@ def test_high_fanout_var_becomes_badges():
     assert len([e for e in wide.edges if e.source.startswith("e0")]) == 5
 
 
+def test_literal_badges_show_four_significant_digits_and_keep_full_precision_in_the_title():
+    value = 20.504165649414062
+
+    def scaled(x):
+        return x * value, x - 1.0
+
+    vm = build_view_model(jax.make_jaxpr(scaled)(jnp.ones(3)))
+    badges = {b.text: b.title for n in vm.nodes for b in n.badges if b.kind == "literal"}
+    assert set(badges) == {"20.5", "1.0"}, badges
+    assert badges["20.5"].endswith(repr(float(jnp.float32(value)))), badges
+
+
 def test_unknown_option_lists_valid_ones():
     closed = jax.make_jaxpr(jnp.sin)(1.0)
     with pytest.raises(TypeError, match="max_fanout") as info:
@@ -276,3 +288,29 @@ def test_a_readout_path_reaches_only_its_own_outputs():
     assert any(not n.startswith("out:") for n in readout.path_nodes)
     edges = {(e.source, e.target) for e in vm.edges if e.id in set(readout.path_edges)}
     assert any(target == "out:0" for _, target in edges)
+
+
+@pytest.mark.parametrize("reads", ["old", "new"])
+def test_the_hidden_output_bypass_is_drawn(reads):
+    """An output reading h^(t-1) gets a bypass path from h:<path>:in to the output, drawn
+    dotted in the SVG; reading h^t gets none."""
+    from etp_viz.compiler import compile_etrace_graph
+    from etp_viz.view.dot import to_dot
+    from tests.learn import archs
+
+    arch = archs.Arch(layers=(archs.Layer(states=2, act="spike", reads=reads),), batch=2)
+    model = archs.build(arch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vm = build_view_model(compile_etrace_graph(model, archs.inputs(arch, 1)[0]))
+    assert not vm.check_references()
+    if reads == "new":
+        assert vm.bypasses == ()
+        return
+    (bypass,) = vm.bypasses
+    assert bypass.hidden_path == "layers.0.h"
+    assert bypass.path_nodes[0] == "h:layers.0.h:in" and bypass.path_nodes[-1].startswith("out:")
+    assert bypass.path_edges
+    assert "bypass" in {e.key for e in vm.legend}
+    assert "style=dotted" in to_dot(vm)
+    assert "bypasses (1)" in vm.to_text(sections=("bypasses",))

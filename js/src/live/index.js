@@ -78,6 +78,7 @@ export class LivePanels {
       run: button("Run", "run", "run until paused (frames of `steps per frame` steps)", () => this.send("live_run", { n_steps: null })),
       pause: button("Pause", "pause", "pause before the next step", () => this.send("live_pause")),
       reset: button("Reset", "reset", "restore the initial weights, states and traces; clear the history", () => this.send("live_reset")),
+      verify: button("Verify", "verify", "measure each weight's online gradient against BPTT on the last steps of the data, beside its claim", () => this.send("live_verify", { steps: 32 })),
     };
     this.framesInput = /** @type {HTMLInputElement} */ (h("input", { type: "number", min: 1, step: 1, value: 20, "data-live-input": "steps_per_frame",
       onchange: () => this.send("live_set", { steps_per_frame: Number(this.framesInput.value) }) }));
@@ -97,7 +98,7 @@ export class LivePanels {
     this.legendCanvas = /** @type {HTMLCanvasElement} */ (h("canvas", { width: 120, height: 22, "data-live-legend": "" }));
     this.legendEl = h("span", { class: "etp-live-legend", hidden: true, title: "graph nodes: each relation's ETP equation coloured by its current trace magnitude (log scale)" },
       "‖ε‖ on graph", this.legendCanvas);
-    this.controls = h("div", { class: "etp-live-controls" }, this.buttons.step, this.buttons.run, this.buttons.pause, this.buttons.reset,
+    this.controls = h("div", { class: "etp-live-controls" }, this.buttons.step, this.buttons.run, this.buttons.pause, this.buttons.reset, this.buttons.verify,
       h("label", { title: "steps between two UI frames" }, "steps/frame", this.framesInput), this.decayLabel, this.recordBox,
       this.trimSelect, this.legendEl, this.statusEl, this.noteEl);
     this.errorEl = h("div", { class: "etp-live-error", role: "alert", "data-live-error": "", hidden: true });
@@ -281,6 +282,7 @@ export class LivePanels {
       this.buttons.step.disabled = running || Boolean(this.status.halted);
       this.buttons.run.disabled = running || Boolean(this.status.halted);
       this.buttons.pause.disabled = !running;
+      this.buttons.verify.disabled = running;
     }
   }
 
