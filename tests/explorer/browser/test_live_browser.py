@@ -64,7 +64,7 @@ class Bridge:
         self.lock = threading.Lock()
         self.outbox: list[dict] = []
         explorer.send = self._send
-        explorer.observe(self._trait, names=["live_status", "error"])
+        explorer.observe(self._trait, names=["live_status", "error", "verification"])
 
     def _send(self, content, buffers=None):
         encoded = [base64.b64encode(bytes(b)).decode() for b in buffers or []]
@@ -265,3 +265,27 @@ def test_user_code_exception_is_shown_and_session_stays_usable(bridged):
     assert "sensor unplugged" in page.page.text_content("[data-live-error]")
     assert "sensor unplugged" in page.page.text_content(".etp-error")
     assert page.errors == [] and page.aborted == []
+
+
+def test_verify_shows_measured_fidelity_beside_each_claim(bridged):
+    """Verify runs etp_viz.verify on the session's last steps; each weight row gets ✓ (the
+    claim holds) and its detail the measured cosine and error beside the claim."""
+    explorer = live_explorer()
+    page, _ = bridged(explorer)
+    claims = page.page.eval_on_selector_all(
+        "[data-weight]", "rows => rows.map(r => [r.dataset.weight, r.dataset.claim])"
+    )
+    assert dict(claims) == {"rnn.W.weight": "approximate", "readout.W.weight": "exact"}
+    page.page.click("button[data-live-action=step]")
+    wait_status(page, "step 1 ")
+    page.page.click("button[data-live-action=verify]")
+    page.page.wait_for_selector("[data-verified-mark]", timeout=60000)
+    marks = page.page.eval_on_selector_all(
+        "[data-verified-mark]", "marks => marks.map(m => m.dataset.verifiedMark)"
+    )
+    assert marks == ["ok", "ok"], marks
+    assert explorer.verification["contradictions"] == 0
+    page.page.click("[data-weight='rnn.W.weight']")
+    detail = page.page.text_content("[data-verified='rnn.W.weight']")
+    assert "cos" in detail and "rel. err" in detail
+    assert_clean(page)
