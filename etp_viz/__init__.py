@@ -58,6 +58,7 @@ from .compiler import (
 # isort: split
 from .learn import D_RTRL as D_RTRL
 from .learn import ES_D_RTRL as ES_D_RTRL
+from .learn import EProp as EProp
 from .learn import ETraceAlgorithm as ETraceAlgorithm
 from .learn import ETraceGraphExecutor as ETraceGraphExecutor
 from .learn import ETraceVjpAlgorithm as ETraceVjpAlgorithm

@@ -65,7 +65,13 @@ from .dataflow import (
 __all__ = ["CLAIM_ALGORITHMS", "GradientClaim", "GradientClaims", "gradient_claims"]
 
 #: algorithm name -> canonical name (``pp_prop`` is ES-D-RTRL's other name)
-CLAIM_ALGORITHMS = {"d_rtrl": "d_rtrl", "es_d_rtrl": "es_d_rtrl", "pp_prop": "es_d_rtrl"}
+#: (``eprop`` derives from D-RTRL: its instance refines the claims, see ``adjust_claims``)
+CLAIM_ALGORITHMS = {
+    "d_rtrl": "d_rtrl",
+    "es_d_rtrl": "es_d_rtrl",
+    "pp_prop": "es_d_rtrl",
+    "eprop": "eprop",
+}
 _KIND_ORDER = {"none": 0, "approximate": 1, "exact": 2}
 ES_REASON = (
     "ES-D-RTRL factorises the trace into input × output (decaying averages), not the exact "
@@ -201,6 +207,8 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     graph : ETraceGraph
     algorithm : str
         ``'d_rtrl'`` (default) or ``'es_d_rtrl'`` (also ``'pp_prop'``, a class or an instance).
+        An instance with an ``adjust_claims(claims)`` method (e-prop) refines the claims of
+        the family it derives from (its filter or feedback).
 
     Returns
     -------
@@ -214,6 +222,9 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     ('approximate', 'drops h→h through rnn.W.weight (etp_mv, equation 4) ...')
     """
     name = canonical_algorithm(algorithm)
+    adjust = (
+        None if isinstance(algorithm, str | type) else getattr(algorithm, "adjust_claims", None)
+    )
     flow = Flow(graph)
     minfo = graph.module_info
     readout_leaves = {
@@ -255,7 +266,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
                 weight_path=tuple(path),
                 leaf_index=leaf_index,
             )
-    return claims
+    return adjust(claims) if adjust is not None else claims
 
 
 #: a claim's reason names at most this many dropped terms (a deep stack's first layer drops

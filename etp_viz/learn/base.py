@@ -230,6 +230,13 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         """Gradients from :meth:`gradient_residuals` (default: :meth:`trace_gradients`)."""
         return self.trace_gradients(residuals, dl_dh, weights, count)
 
+    def learning_signal(self, dl_dh: dict, out_cotangents: list, previous: bool = False) -> dict:
+        """The learning signal each group's traces are contracted with: ``dl_dh`` (the exact
+        same-step :math:`\partial L^t/\partial h^t`, or with ``previous`` the bypass signal
+        :math:`\partial L^t/\partial h^{t-1}`) unless a learner replaces it (e-prop's random
+        feedback); ``out_cotangents`` are :math:`\partial L^t/\partial y^t` per output leaf."""
+        return dl_dh
+
     def bypass_residuals(self, traces: Any, groups: tuple) -> Any:
         r"""What a single step's backward keeps of the *previous* traces
         :math:`\epsilon^{t-1}` for the hidden output bypass of ``groups`` (default: all of

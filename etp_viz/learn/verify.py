@@ -38,7 +38,7 @@ __all__ = ["VerifyReport", "VerifyRow", "verify"]
 
 #: Relative error above which an "exact" claim is contradicted, by gradient dtype.
 EXACT_TOLERANCE = {np.dtype("float64"): 1e-7, np.dtype("float32"): 2e-3}
-_ALGORITHMS = ("d_rtrl", "es_d_rtrl", "pp_prop")
+_ALGORITHMS = ("d_rtrl", "es_d_rtrl", "pp_prop", "eprop")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,8 +173,8 @@ def verify(
     ys : array, optional
         Targets, time first (``T`` of them). With ``ys``, the loss is ``loss(y_t, ys[t])``.
     algorithm : str, class or instance
-        ``"d_rtrl"`` (default), ``"es_d_rtrl"`` (``"pp_prop"``), an algorithm class or a built
-        instance of one for this model.
+        ``"d_rtrl"`` (default), ``"es_d_rtrl"`` (``"pp_prop"``), ``"eprop"``, an algorithm
+        class or a built instance of one for this model (e.g. ``EProp(model, ...)``).
     loss : callable, optional
         The per-step loss: ``loss(y_t)`` without targets, ``loss(y_t, target_t)`` with them.
         Default: ``mean((y - target)**2)``, or ``sum(y**2)`` without targets.
@@ -220,7 +220,8 @@ def verify(
         if alg is not None and not given and alg.is_compiled:
             alg.reset_traces()
         _restore(saved)
-    return _report(claims, online, true, canonical_algorithm(alg), len(xs))
+    name = next((c.algorithm for c in claims.values()), canonical_algorithm(alg))
+    return _report(claims, online, true, name, len(xs))
 
 
 def _check_data(xs: Any, ys: Any) -> tuple[Any, Any]:
@@ -276,6 +277,7 @@ def _total_loss(loss_fn: Any, outs: Any, ys: Any) -> Any:
 
 def _build(model: Any, algorithm: Any, options: dict) -> Any:
     from .d_rtrl import D_RTRL
+    from .eprop import EProp
     from .pp_prop import ES_D_RTRL
 
     decay = options.pop("decay", options.pop("decay_or_rank", None))
@@ -297,10 +299,11 @@ def _build(model: Any, algorithm: Any, options: dict) -> Any:
             f"Unknown algorithm {algorithm!r}. Valid names: {list(_ALGORITHMS)}, an algorithm "
             "class or an instance."
         )
-    if name == "d_rtrl":
+    if name in ("d_rtrl", "eprop"):
         if decay is not None:
-            raise TypeError("decay is an ES-D-RTRL option; D-RTRL has none")
-        return D_RTRL(model, vjp_method=vjp_method)
+            raise TypeError("decay is an ES-D-RTRL option; D-RTRL and e-prop have none")
+        cls = D_RTRL if name == "d_rtrl" else EProp
+        return cls(model, vjp_method=vjp_method)
     return ES_D_RTRL(model, 0.9 if decay is None else decay, vjp_method=vjp_method)
 
 

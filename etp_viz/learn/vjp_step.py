@@ -242,10 +242,10 @@ def make_single_step(alg: Any):
         readout_grads, prev_cot, p_cot = vjp_fn((list(out_cot), zero_ops))
         if signal_fn is not None:
             (p_cot,) = signal_fn(list(out_cot))
-        dl_dh = layout.signal_per_group(p_cot, list(other_cot))
+        dl_dh = alg.learning_signal(layout.signal_per_group(p_cot, list(other_cot)), out_cot)
         grads = alg.residual_gradients(kept, dl_dh, operands, count)
         if kept_prev is not None:
-            dl_dh_prev = layout.bypass_signal(prev_cot)
+            dl_dh_prev = alg.learning_signal(layout.bypass_signal(prev_cot), out_cot, True)
             prev = alg.bypass_gradients(kept_prev, dl_dh_prev, operands, prev_count)
             grads = _merge_grads(grads, prev)
         zero_outs = [jnp.zeros_like(c) for c in out_cot]

@@ -199,7 +199,10 @@ def _etrace_layout(algorithm: Any, traces: Any, relation_names: dict[str, list[s
             layout[f"trace_f/r{r}.g{g}"] = lambda t, k=(r, g): t["f"][k]
     elif isinstance(traces, dict):
         for key in traces:
-            name = f"r{key[0]}.g{key[1]}" if isinstance(key, tuple) and len(key) == 2 else key
+            if isinstance(key, tuple) and len(key) in (2, 3):  # (r, g) or (r, g, "kappa")
+                name = ".".join([f"r{key[0]}", f"g{key[1]}", *map(str, key[2:])])
+            else:
+                name = str(key)
             layout[f"trace/{name}"] = lambda t, k=key: t[k]
     return layout
 

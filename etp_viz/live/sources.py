@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: Algorithm names accepted by ``show(..., algorithm=...)``.
-ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl")
+ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl", "eprop")
 
 
 class UserCodeError(RuntimeError):
@@ -228,11 +228,11 @@ def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
         from etp_viz import learn
     except ImportError as error:  # pragma: no cover - learn is part of the package
         raise ImportError(f"etp_viz.learn could not be imported: {error}") from error
-    cls_name = {"d_rtrl": "D_RTRL", "es_d_rtrl": "ES_D_RTRL"}[name]
+    cls_name = {"d_rtrl": "D_RTRL", "es_d_rtrl": "ES_D_RTRL", "eprop": "EProp"}[name]
     cls = getattr(learn, cls_name, None)
     if cls is None:
         raise ImportError(
             f"etp_viz.learn does not provide {cls_name} in this installation, so a live "
             "session cannot run. The static explorer (`etp_viz.show(model, x)`) still works."
         )
-    return cls(model) if name == "d_rtrl" else cls(model, decay)
+    return cls(model, decay) if name == "es_d_rtrl" else cls(model)
