@@ -105,8 +105,9 @@ class Session:
         The network (states initialised, or initialised here with ``init_all_states``).
     x : array
         An example input of one step (used to compile the ETrace graph).
-    algorithm : {'d_rtrl', 'es_d_rtrl'} or algorithm instance
-        The online learner (``etp_viz.D_RTRL`` / ``etp_viz.ES_D_RTRL``).
+    algorithm : {'d_rtrl', 'es_d_rtrl', 'eprop'} or algorithm instance
+        The online learner (``etp_viz.D_RTRL`` / ``etp_viz.ES_D_RTRL`` / ``etp_viz.EProp``; an
+        instance for options, e.g. ``etp_viz.EProp(model, kappa_filter_decay=0.9)``).
     task : teaching task, optional
         ``etp_viz.tasks.*``: gives the data (``step_data(t)``) and the loss.
     data : callable or iterable, optional
