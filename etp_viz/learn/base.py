@@ -231,7 +231,7 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         return self.trace_gradients(residuals, dl_dh, weights, count)
 
     def learning_signal(self, dl_dh: dict, out_cotangents: list, previous: bool = False) -> dict:
-        """The learning signal each group's traces are contracted with: ``dl_dh`` (the exact
+        r"""The learning signal each group's traces are contracted with: ``dl_dh`` (the exact
         same-step :math:`\partial L^t/\partial h^t`, or with ``previous`` the bypass signal
         :math:`\partial L^t/\partial h^{t-1}`) unless a learner replaces it (e-prop's random
         feedback); ``out_cotangents`` are :math:`\partial L^t/\partial y^t` per output leaf."""
