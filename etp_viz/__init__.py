@@ -15,9 +15,12 @@ from .ops import ETPPrimitive as ETPPrimitive
 from .ops import ETPPrimitiveSpec as ETPPrimitiveSpec
 from .ops import UnitMismatchError as UnitMismatchError
 from .ops import conv as conv
+from .ops import einsum as einsum
 from .ops import element_wise as element_wise
+from .ops import embedding as embedding
 from .ops import get_primitive_spec as get_primitive_spec
 from .ops import get_trainable_invars as get_trainable_invars
+from .ops import grouped_matmul as grouped_matmul
 from .ops import is_etp_enable_gradient_primitive as is_etp_enable_gradient_primitive
 from .ops import is_etp_primitive as is_etp_primitive
 from .ops import lora_matmul as lora_matmul

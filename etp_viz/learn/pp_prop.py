@@ -70,6 +70,16 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
 
     def init_traces(self, plan: Any) -> dict:
         """``{'x': {relation: zeros like x}, 'f': {(relation, group): zeros (*varshape, S)}}``."""
+        for rel in plan.relations:
+            x_dtype = None if rel.x_var is None else rel.x_var.aval.dtype
+            if x_dtype is not None and not jnp.issubdtype(x_dtype, jnp.inexact) and self.alpha_x:
+                paths = sorted(".".join(map(str, p)) for p in rel.weight_paths.values())
+                raise ValueError(
+                    f"ES-D-RTRL averages each ETP input over time, but {rel.primitive.name} of "
+                    f"{', '.join(paths)} takes integer inputs ({x_dtype}, e.g. embedding ids), "
+                    "whose average is meaningless. Use decay_or_rank=(0.0, alpha_f) (no input "
+                    "averaging) or D-RTRL."
+                )
         xs = {
             rel.index: jnp.zeros(rel.x_var.aval.shape, rel.x_var.aval.dtype)
             for rel in plan.relations

@@ -29,6 +29,8 @@ from ._registry import is_etp_primitive as is_etp_primitive
 from ._registry import register_primitive as register_primitive
 from ._registry import register_primitive_spec as register_primitive_spec
 from ._units import UnitMismatchError as UnitMismatchError
+from .contraction import einsum as einsum
+from .contraction import etp_einsum_p as etp_einsum_p
 from .conv import conv as conv
 from .conv import etp_conv_p as etp_conv_p
 from .dense import etp_mm_p as etp_mm_p
@@ -36,6 +38,11 @@ from .dense import etp_mv_p as etp_mv_p
 from .dense import matmul as matmul
 from .elemwise import element_wise as element_wise
 from .elemwise import etp_elemwise_p as etp_elemwise_p
+from .embed import embedding as embedding
+from .embed import etp_emb_p as etp_emb_p
+from .grouped import etp_gmm_p as etp_gmm_p
+from .grouped import etp_gmv_p as etp_gmv_p
+from .grouped import grouped_matmul as grouped_matmul
 from .lora import etp_lora_mm_p as etp_lora_mm_p
 from .lora import etp_lora_mv_p as etp_lora_mv_p
 from .lora import lora_matmul as lora_matmul

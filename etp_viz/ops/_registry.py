@@ -33,6 +33,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._compat import Primitive, ShapedArray, ad, batching, mlir
 
@@ -137,8 +138,11 @@ class ETPPrimitive(Primitive):
 
 
 def _zeros_like_tangent(primal: Any, tangent: Any) -> Any:
+    dtype = jnp.result_type(primal)
+    if not jnp.issubdtype(dtype, jnp.inexact):  # integer / bool input (embedding ids)
+        return np.zeros(jnp.shape(primal), jax.dtypes.float0)
     if isinstance(tangent, ad.Zero):
-        return jnp.zeros(jnp.shape(primal), jnp.result_type(primal))
+        return jnp.zeros(jnp.shape(primal), dtype)
     return tangent
 
 

@@ -21,6 +21,8 @@ class Case:
     x: Any
     weights: dict
     params: dict
+    #: integer inputs (embedding ids) are drawn from ``[0, id_range)``
+    id_range: int | None = None
 
     def operands(self, weights: dict | None = None) -> list:
         """Invars in order: x (if any) then trainable inputs sorted by invar index."""
@@ -34,6 +36,13 @@ class Case:
         if self.x is not None and x is not None:
             ops_[0] = x
         return self.prim.bind(*ops_, **self.params)
+
+    def random_inputs(self, key: Any, steps: int) -> jax.Array:
+        """``(steps, *x.shape)`` inputs: normal, or ids in ``[0, id_range)`` for integer x."""
+        shape = (steps, *self.x.shape)
+        if jnp.issubdtype(self.x.dtype, jnp.integer):
+            return jax.random.randint(key, shape, 0, self.id_range, dtype=self.x.dtype)
+        return jax.random.normal(key, shape, dtype=self.x.dtype)
 
 
 CASE_NAMES = [
@@ -54,7 +63,29 @@ CASE_NAMES = [
     "lora_mm",
     "lora_mm+bias",
     "lora_mv+bias",
+    "emb",
+    "emb_2d",
+    "emb_scalar",
+    "gmm",
+    "gmm+bias",
+    "gmv+bias",
+    "einsum_mm",
+    "einsum_mv",
+    "einsum_grouped",
+    "einsum_positions",
+    "einsum_x_summed",
+    "einsum_outer",
 ]
+
+#: einsum cases: (spec, x shape, weight shape)
+EINSUM_SPECS = {
+    "einsum_mm": ("bi,io->bo", (3, 4), (4, 5)),
+    "einsum_mv": ("i,io->o", (4,), (4, 5)),
+    "einsum_grouped": ("bgi,gio->bgo", (3, 2, 4), (2, 4, 5)),
+    "einsum_positions": ("bti,oi->tbo", (2, 3, 4), (5, 4)),  # output transposed
+    "einsum_x_summed": ("bki,io->bo", (3, 2, 4), (4, 5)),  # k summed on x alone
+    "einsum_outer": ("bi,ij->bji", (3, 4), (4, 2)),  # no contraction: y = x * w
+}
 
 
 def _normal(key, shape, i):
@@ -146,6 +177,24 @@ def make_case(name: str, seed: int = 0) -> Case:
         weights = {"lora_b": r((4, 2), 1), "lora_a": r((2, 5), 2)}
         prim = ops.etp_lora_mm_p if family == "lora_mm" else ops.etp_lora_mv_p
         params = {"alpha": 0.7, "has_bias": bias}
+    elif family.startswith("emb"):
+        shape = {"emb": (3,), "emb_2d": (2, 3), "emb_scalar": ()}[family]
+        ids = jax.random.randint(jax.random.fold_in(key, 5), shape, 0, 6).astype(jnp.int32)
+        ids = ids.at[(0,) * len(shape)].set(5) if shape else jnp.asarray(5, jnp.int32)
+        return Case(name, ops.etp_emb_p, ids, {"weight": r((6, 4), 1)}, {}, id_range=6)
+    elif family in ("gmm", "gmv"):
+        x = r((3, 2, 4), 0) if family == "gmm" else r((2, 4), 0)
+        weights = {"weight": r((2, 4, 5), 1)}
+        prim = ops.etp_gmm_p if family == "gmm" else ops.etp_gmv_p
+        params = {"has_bias": bias}
+        if bias:
+            weights["bias"] = r((2, 5), 3)
+        return Case(name, prim, x, weights, params)
+    elif family in EINSUM_SPECS:
+        spec, x_shape, w_shape = EINSUM_SPECS[family]
+        return Case(
+            name, ops.etp_einsum_p, r(x_shape, 0), {"weight": r(w_shape, 1)}, {"spec": spec}
+        )
     else:  # pragma: no cover
         raise KeyError(name)
     if bias:

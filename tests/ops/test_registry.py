@@ -19,6 +19,7 @@ from tests.ops.test_rules import drtrl_gradient
 BUILTINS = [
     "etp_mm", "etp_mv", "etp_elemwise", "etp_conv",
     "etp_sp_mm", "etp_sp_mv", "etp_lora_mm", "etp_lora_mv",
+    "etp_emb", "etp_gmm", "etp_gmv", "etp_einsum",
 ]  # fmt: skip
 
 
@@ -39,8 +40,11 @@ def test_builtins_are_registered_with_every_rule():
             assert p in table, (p.name, table)
         assert isinstance(p, ops.ETPPrimitive) and ops.get_primitive_spec(p).name == p.name
     batched = {p.name for p in ops.BATCHED_PRIMITIVES}
-    assert {"etp_mm", "etp_conv", "etp_sp_mm", "etp_lora_mm"} <= batched
-    assert not {"etp_mv", "etp_sp_mv", "etp_lora_mv", "etp_elemwise"} & batched
+    assert {"etp_mm", "etp_conv", "etp_sp_mm", "etp_lora_mm", "etp_gmm"} <= batched
+    unbatched = {"etp_mv", "etp_sp_mv", "etp_lora_mv", "etp_elemwise", "etp_gmv"}
+    assert not unbatched & batched
+    # ids / einsum letters of any rank: no fixed batch axis (their own batching rules)
+    assert not {"etp_emb", "etp_einsum"} & batched
     assert [p.name for p in ops.GRADIENT_ENABLED_PRIMITIVES] == ["etp_elemwise"]
 
 

@@ -148,9 +148,7 @@ def test_drtrl_recursion_from_rules_equals_bptt(name):
     steps = 4
     y = case.apply()
     key = jax.random.PRNGKey(11)
-    xs = None
-    if case.x is not None:
-        xs = jax.random.normal(key, (steps, *case.x.shape), dtype=case.x.dtype)
+    xs = None if case.x is None else case.random_inputs(key, steps)
     decays = jax.random.uniform(jax.random.fold_in(key, 1), (steps, *y.shape), dtype=y.dtype)
     readouts = jax.random.normal(jax.random.fold_in(key, 2), (steps, *y.shape), dtype=y.dtype)
     # jit: one compilation per side instead of one per eager op (conv cases are otherwise slow)
@@ -199,6 +197,17 @@ def test_trace_layouts_match_the_reference_table():
         "conv2d_grouped+bias": {"weight": (2, 3, 4, 6, 2, 3, 2), "bias": (2, 6, 3, 4)},
         "lora_mm+bias": {"effective_weight": (3, 4, 5), "bias": (3, 5)},
         "lora_mv+bias": {"effective_weight": (4, 5), "bias": (5,)},
+        "emb": {"weight": (3, 6, 4)},
+        "emb_2d": {"weight": (2, 3, 6, 4)},
+        "emb_scalar": {"weight": (6, 4)},
+        "gmm+bias": {"weight": (3, 2, 4, 5), "bias": (3, 2, 5)},
+        "gmv+bias": {"weight": (2, 4, 5), "bias": (2, 5)},
+        "einsum_mm": {"weight": (3, 4, 5)},
+        "einsum_mv": {"weight": (4, 5)},
+        "einsum_grouped": {"weight": (3, 2, 4, 5)},
+        "einsum_positions": {"weight": (3, 2, 5, 4)},
+        "einsum_x_summed": {"weight": (3, 4, 5)},
+        "einsum_outer": {"weight": (3, 4, 2)},
     }
     for name, shapes in expected.items():
         case = make_case(name)
