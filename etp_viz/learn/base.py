@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .executor import ETraceVjpGraphExecutor, MultiStepData
+from .sharding import check_mesh, place_states
 from .status import learning_status
 from .vjp_step import make_multi_step, make_single_step
 
@@ -50,11 +51,13 @@ class ETraceAlgorithm(brainstate.nn.Module):
     graph_executor : ETraceGraphExecutor
     """
 
-    def __init__(self, model: Any, graph_executor: Any, name: str | None = None):
+    def __init__(self, model: Any, graph_executor: Any, name: str | None = None, mesh: Any = None):
         super().__init__(name=name)
         self.model = model
         self.graph_executor = graph_executor
         self.is_compiled = False
+        #: a ``jax.sharding.Mesh`` the batch is split over (``"batch"`` axis), or None
+        self.mesh = check_mesh(mesh)
 
     @property
     def graph(self) -> Any:
@@ -72,6 +75,13 @@ class ETraceAlgorithm(brainstate.nn.Module):
         self.learning_status = learning_status(self.graph_executor.plan, self.graph)
         self.init_etrace_state()
         self.is_compiled = True
+        self.place_on_mesh()
+
+    def place_on_mesh(self) -> None:
+        """With ``mesh``: the model's and the learner's states split over the ``"batch"``
+        axis (batch-leading leaves) or replicated (see :mod:`etp_viz.learn.sharding`)."""
+        if self.mesh is not None and self.is_compiled:
+            place_states(self, self.mesh, _batch_of(self.graph_executor.example_args))
 
     def init_etrace_state(self, *args: Any, **kwargs: Any) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -96,8 +106,14 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
     ``trace_gradients`` must skip the groups absent from ``dl_dh``.
     """
 
-    def __init__(self, model: Any, vjp_method: str = "single-step", name: str | None = None):
-        super().__init__(model, ETraceVjpGraphExecutor(model, vjp_method), name=name)
+    def __init__(
+        self,
+        model: Any,
+        vjp_method: str = "single-step",
+        name: str | None = None,
+        mesh: Any = None,
+    ):
+        super().__init__(model, ETraceVjpGraphExecutor(model, vjp_method), name=name, mesh=mesh)
         self.vjp_method = vjp_method
         self.etrace = None
         self.count = None
@@ -170,6 +186,7 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
             self.compile_graph(*zeros)
             return
         self.reset_traces()
+        self.place_on_mesh()
 
     def reset_traces(self) -> None:
         """Zero the traces and the bias-correction counter; the model's states are left as
@@ -178,6 +195,7 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         plan = self.graph_executor.plan
         self.etrace.value = self.init_traces(plan)
         self.count.value = jnp.zeros((), _float_dtype(plan))
+        self.place_on_mesh()
 
     def get_etrace_of(self, weight: Any) -> dict:
         """The traces of one weight: ``{(relation, group): trace}`` (keys as in

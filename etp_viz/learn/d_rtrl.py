@@ -43,6 +43,9 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
         Initialised model (``brainstate.nn.init_all_states(model, batch_size)``).
     vjp_method : {'single-step', 'multi-step'}
         See :class:`~etp_viz.learn.ETraceVjpGraphExecutor`.
+    mesh : jax.sharding.Mesh, optional
+        Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
+        live sharded, weights replicated (:mod:`etp_viz.learn.sharding`).
 
     Examples
     --------

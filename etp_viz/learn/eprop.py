@@ -62,6 +62,8 @@ class EProp(ParamDimVjpAlgorithm):
         Draws the random feedback matrices (default: key 0).
     vjp_method : {'single-step', 'multi-step'}
         Random feedback needs ``'single-step'``.
+    mesh : jax.sharding.Mesh, optional
+        Split the batch over the mesh's ``"batch"`` axis (:mod:`etp_viz.learn.sharding`).
 
     Examples
     --------
@@ -77,6 +79,7 @@ class EProp(ParamDimVjpAlgorithm):
         random_feedback_key: Any = None,
         vjp_method: str = "single-step",
         name: str | None = None,
+        mesh: Any = None,
     ):
         if feedback not in FEEDBACKS:
             raise ValueError(f"feedback must be one of {FEEDBACKS}, got {feedback!r}")
@@ -98,7 +101,7 @@ class EProp(ParamDimVjpAlgorithm):
             random_feedback_key = jax.random.PRNGKey(random_feedback_key)
         self.random_feedback_key = random_feedback_key
         self.feedback_matrices: dict = {}
-        super().__init__(model, vjp_method=vjp_method, name=name)
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
 
     # -- traces: the D-RTRL trace, and its filtered copy when kappa > 0 ----------------------
     def init_traces(self, plan: Any) -> dict:

@@ -51,6 +51,9 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         A float in ``[0, 1)`` is the decay of both traces; an int ``r >= 1`` means the decay
         ``(r-1)/(r+1)``; a pair sets ``(alpha_x, alpha_f)``.
     vjp_method : {'single-step', 'multi-step'}
+    mesh : jax.sharding.Mesh, optional
+        Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
+        live sharded, weights replicated (:mod:`etp_viz.learn.sharding`).
 
     Examples
     --------
@@ -64,9 +67,10 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         decay_or_rank: Any = 0.9,
         vjp_method: str = "single-step",
         name: str | None = None,
+        mesh: Any = None,
     ):
         self.alpha_x, self.alpha_f = resolve_decay(decay_or_rank)
-        super().__init__(model, vjp_method=vjp_method, name=name)
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
 
     def init_traces(self, plan: Any) -> dict:
         """``{'x': {relation: zeros like x}, 'f': {(relation, group): zeros (*varshape, S)}}``."""

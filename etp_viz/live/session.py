@@ -54,6 +54,8 @@ import brainstate
 import jax
 import numpy as np
 
+from etp_viz.learn.sharding import describe_mesh
+
 from .frame_data import FrameData, gather_frame
 from .frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
 from .history import History, load_history
@@ -84,6 +86,7 @@ SESSION_OPTIONS: dict[str, Any] = {
     "record_every": "auto",
     "fidelity_every": 0,
     "fidelity_window": 20,
+    "mesh": None,
 }
 
 
@@ -141,6 +144,9 @@ class Session:
         started at 0 (and the last step of each shorter frame).
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
+    mesh : jax.sharding.Mesh, optional
+        Split the batch over the mesh's ``"batch"`` axis (states and traces sharded, weights
+        replicated; :mod:`etp_viz.learn.sharding`); the status line names the devices.
     """
 
     def __init__(self, model: Any, x: Any, **options: Any) -> None:
@@ -164,7 +170,7 @@ class Session:
         self.optimizer = build_optimizer(opts["optimizer"], opts["learning_rate"])
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
-        self.algorithm = build_algorithm(model, opts["algorithm"], opts["decay"])
+        self.algorithm = build_algorithm(model, opts["algorithm"], opts["decay"], opts["mesh"])
         self.algorithm.compile_graph(x)
         self.probe = Probe(self.algorithm, model)
         self.params = self.probe.param_states
@@ -223,7 +229,7 @@ class Session:
             "algorithm": algorithm if isinstance(algorithm, str) else type(algorithm).__name__,
             "task": type(self.data.data).__name__ if self.data.kind == "task" else self.data.kind,
             "model": type(self.model).__name__,
-            "device": str(jax.devices()[0]),
+            "device": describe_mesh(getattr(self.algorithm, "mesh", None)),
             "params": list(self.params),
             "traces": list(self.probe.trace_states),
             "unavailable": list(self.probe.unavailable),

@@ -210,10 +210,15 @@ def algorithm_name(algorithm: str) -> str:
     return name
 
 
-def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
+def build_algorithm(model: Any, algorithm: Any, decay: Any, mesh: Any = None) -> Any:
     """``'d_rtrl'`` → ``D_RTRL(model)``; ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``;
-    an instance is used as is."""
+    ``'eprop'`` → ``EProp(model)`` (each with ``mesh``); an instance is used as is."""
     if not isinstance(algorithm, str):
+        if mesh is not None and getattr(algorithm, "mesh", None) is not mesh:
+            raise ValueError(
+                "mesh= applies to an algorithm given by name; build the instance with it "
+                "instead, e.g. etp_viz.D_RTRL(model, mesh=mesh)"
+            )
         needed = ("compile_graph", "param_states")
         missing = [name for name in needed if not hasattr(algorithm, name)]
         if missing or not callable(algorithm):
@@ -235,4 +240,6 @@ def build_algorithm(model: Any, algorithm: Any, decay: Any) -> Any:
             f"etp_viz.learn does not provide {cls_name} in this installation, so a live "
             "session cannot run. The static explorer (`etp_viz.show(model, x)`) still works."
         )
-    return cls(model, decay) if name == "es_d_rtrl" else cls(model)
+    if name == "es_d_rtrl":
+        return cls(model, decay, mesh=mesh)
+    return cls(model, mesh=mesh)
