@@ -18,6 +18,9 @@ MGUCell             1 group, ``h``               ``Wf`` (partial path), ``Wh``
 MiniGRU             1 group, ``h`` (diagonal)    ``Wz``, ``Wh``
 LeakyRateReadout    1 group, ``r`` (diagonal)    ``W``
 ==================  ===========================  =========================================
+
+More cells (``URLSTMCell``, ``MinimalRNNCell``, ``MiniLSTM``, ``LRUCell``, ``CFNCell``) live in
+:mod:`etp_viz.nn.cells`, with the same table and the D-RTRL claim of each weight.
 """
 
 from __future__ import annotations
