@@ -1,7 +1,7 @@
 """etp_viz.nn: ETP-wired layers built on brainstate.
 
 Dense and variants (``Linear``, ``SignedWLinear``, ``ScaledWSLinear``, ``SparseLinear``,
-``LoRA``), convolutions (``Conv1d``, ``Conv2d``, ``Conv3d``), recurrent cells (``rnn``:
+``LoRA``, ``GroupedLinear``), ``Embedding``, convolutions (``Conv1d``, ``Conv2d``, ``Conv3d``), recurrent cells (``rnn``:
 ``ValinaRNNCell``, ``GRUCell``, ``LSTMCell``, ``MGUCell``, ``MiniGRU``, ``LeakyRateReadout``;
 ``cells``: ``URLSTMCell``, ``MinimalRNNCell``, ``MiniLSTM``, ``LRUCell``, ``CFNCell``) and
 spiking neurons (``LIF``, ``ALIF``).
@@ -20,6 +20,8 @@ from .cells import URLSTMCell as URLSTMCell
 from .conv import Conv1d as Conv1d
 from .conv import Conv2d as Conv2d
 from .conv import Conv3d as Conv3d
+from .embedding import Embedding as Embedding
+from .embedding import GroupedLinear as GroupedLinear
 from .linear import Linear as Linear
 from .linear_variants import LoRA as LoRA
 from .linear_variants import ScaledWSLinear as ScaledWSLinear
