@@ -1,7 +1,8 @@
 """etp_viz.nn: ETP-wired layers built on brainstate.
 
 Dense and variants (``Linear``, ``SignedWLinear``, ``ScaledWSLinear``, ``SparseLinear``,
-``LoRA``, ``GroupedLinear``), ``Embedding``, convolutions (``Conv1d``, ``Conv2d``, ``Conv3d``), recurrent cells (``rnn``:
+``LoRA``, ``GroupedLinear``), ``Embedding``, convolutions (``Conv1d``, ``Conv2d``,
+``Conv3d``), recurrent cells (``rnn``:
 ``ValinaRNNCell``, ``GRUCell``, ``LSTMCell``, ``MGUCell``, ``MiniGRU``, ``LeakyRateReadout``;
 ``cells``: ``URLSTMCell``, ``MinimalRNNCell``, ``MiniLSTM``, ``LRUCell``, ``CFNCell``) and
 spiking neurons (``LIF``, ``ALIF``).

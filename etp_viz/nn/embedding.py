@@ -11,6 +11,9 @@ from ._init import Initializer, make_param, normal, xavier_normal, zeros
 
 __all__ = ["Embedding", "GroupedLinear"]
 
+#: the table's default initializer: standard normal entries
+UNIT_NORMAL = normal(1.0)
+
 
 class Embedding(brainstate.nn.Module):
     """Look-up table ``y = E[ids]`` computed by :func:`etp_viz.embedding`.
@@ -43,7 +46,7 @@ class Embedding(brainstate.nn.Module):
         self,
         num_embeddings: int,
         embedding_size: int,
-        embedding_init: Initializer = normal(1.0),
+        embedding_init: Initializer = UNIT_NORMAL,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
