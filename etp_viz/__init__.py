@@ -61,6 +61,8 @@ from .compiler import (
 # isort: split
 from .learn import D_RTRL as D_RTRL
 from .learn import ES_D_RTRL as ES_D_RTRL
+from .learn import RTRL as RTRL
+from .learn import UORO as UORO
 from .learn import EProp as EProp
 from .learn import ETraceAlgorithm as ETraceAlgorithm
 from .learn import ETraceGraphExecutor as ETraceGraphExecutor
@@ -69,6 +71,7 @@ from .learn import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .learn import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .learn import MultiStepData as MultiStepData
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
+from .learn import SnAp as SnAp
 from .learn import VerifyReport as VerifyReport
 from .learn import pp_prop as pp_prop
 from .learn import verify as verify

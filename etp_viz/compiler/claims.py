@@ -184,6 +184,9 @@ def combine_claims(name: str, leaves: list) -> GradientClaim:
 def canonical_algorithm(algorithm: Any) -> str:
     """``'d_rtrl'`` or ``'es_d_rtrl'`` from a name, a class or an instance."""
     aliases = {"paramdimvjpalgorithm": "d_rtrl", "iodimvjpalgorithm": "es_d_rtrl"}
+    own = None if isinstance(algorithm, str | type) else getattr(algorithm, "claim_name", None)
+    if own is not None and hasattr(algorithm, "adjust_claims"):
+        return str(own)  # a learner that states its own claims (RTRL, SnAp, UORO)
     if isinstance(algorithm, str):
         names = [algorithm]
     else:  # a class or an instance: the first known name along its MRO (user subclasses)

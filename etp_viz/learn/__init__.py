@@ -9,6 +9,9 @@ from .eprop import EProp as EProp
 from .executor import ETraceGraphExecutor as ETraceGraphExecutor
 from .executor import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .executor import MultiStepData as MultiStepData
+from .influence import RTRL as RTRL
+from .influence import UORO as UORO
+from .influence import SnAp as SnAp
 from .pp_prop import ES_D_RTRL as ES_D_RTRL
 from .pp_prop import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .pp_prop import pp_prop as pp_prop

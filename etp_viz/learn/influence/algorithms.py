@@ -1,0 +1,199 @@
+r"""Three ways to keep the influence matrix :math:`M = \partial h/\partial\theta` online.
+
+* :class:`RTRL` (Williams & Zipser 1989): all of it, :math:`M^t = J_h M^{t-1} + J_\theta`.
+  Exact (equal to BPTT for a sum of per-step losses) and :math:`O(n\,p)` memory,
+  :math:`O(n^2 p)` time per step: the reference the approximations are measured against.
+* :class:`SnAp` (Menick et al. 2021, "Practical real time recurrent learning with a sparse
+  approximation"): only the entries :math:`M_{ik}` where parameter :math:`k` can reach unit
+  :math:`i` within ``n`` steps of the step's sparsity pattern (``n=1``: the units a parameter
+  drives directly; for a dense single-layer RNN ``n=2`` is already the full pattern). When the
+  pattern closes (``n`` at least the coupling depth) it is RTRL.
+* :class:`UORO` (Tallec & Ollivier 2018, "Unbiased online recurrent optimization"): a rank-1
+  estimate :math:`M \approx \tilde h\,\tilde\theta^\top` refreshed with random signs
+  :math:`\nu\in\{\pm1\}^n` every step: :math:`\tilde h' = \rho_0 J_h\tilde h + \rho_1\nu`,
+  :math:`\tilde\theta' = \tilde\theta/\rho_0 + \nu^\top J_\theta/\rho_1` with the variance-
+  minimising :math:`\rho_0 = \sqrt{\|\tilde\theta\|/\|J_h\tilde h\|}`,
+  :math:`\rho_1 = \sqrt{\|\nu^\top J_\theta\|/\|\nu\|}`. Unbiased: the mean over sign
+  sequences is RTRL's gradient. :math:`O(n + p)` memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .learner import InfluenceLearner
+
+__all__ = ["RTRL", "UORO", "SnAp"]
+
+_EPS = 1e-7
+
+
+class RTRL(InfluenceLearner):
+    """Exact real-time recurrent learning (see the module docstring).
+
+    Examples
+    --------
+    >>> alg = etp_viz.RTRL(model); alg.compile_graph(x0)       # doctest: +SKIP
+    """
+
+    claim_name = "rtrl"
+
+    def init_influence(self) -> Any:
+        return jnp.zeros((self.num_hidden, self.num_params), self._theta_vec.dtype)
+
+    def update_influence(self, influence: Any, jac: Any) -> Any:
+        return jac.jac_h() @ influence + jac.jac_theta()
+
+    def contract(self, signal: Any, influence: Any) -> Any:
+        return signal @ influence
+
+    def adjust_claims(self, claims: Any) -> Any:
+        for key, claim in list(claims.items()):
+            claims[key] = dataclasses.replace(
+                claim, kind="exact", reason="", dropped=(), online=True, algorithm="rtrl"
+            )
+        return claims
+
+
+class SnAp(RTRL):
+    """RTRL with the influence kept on the ``n``-step sparsity pattern (SnAp-n).
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    n : int
+        Steps of reach kept (``n >= 1``).
+    """
+
+    def __init__(self, model: Any, n: int = 2, name: str | None = None):
+        if int(n) < 1 or int(n) != n:
+            raise ValueError(f"SnAp's n must be a positive integer, got {n!r}")
+        super().__init__(model, name=name)
+        self.n = int(n)
+        self.claim_name = f"snap{self.n}"
+
+    def prepare(self) -> None:
+        reach_h, reach_theta = _patterns(self)
+        pattern = reach_theta
+        for _ in range(self.n - 1):
+            pattern = pattern | ((reach_h.astype(np.int64) @ pattern.astype(np.int64)) > 0)
+        closed = pattern
+        while True:  # the full pattern: what RTRL's influence can hold
+            wider = closed | ((reach_h.astype(np.int64) @ closed.astype(np.int64)) > 0)
+            if (wider == closed).all():
+                break
+            closed = wider
+        #: the kept entries, and whether they are all RTRL can ever fill (then SnAp is exact)
+        self.pattern = jnp.asarray(pattern)
+        self.exact = bool((pattern == closed).all())
+        self.depth = _depth(reach_h, reach_theta)
+
+    def update_influence(self, influence: Any, jac: Any) -> Any:
+        return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
+
+    def adjust_claims(self, claims: Any) -> Any:
+        for key, claim in list(claims.items()):
+            if self.exact:
+                kind, reason = "exact", ""
+            else:
+                kind = "approximate"
+                reason = (
+                    f"SnAp-{self.n} keeps the influence entries a parameter reaches within "
+                    f"{self.n} step(s); the step's coupling needs {self.depth}"
+                )
+            claims[key] = dataclasses.replace(
+                claim, kind=kind, reason=reason, dropped=(), online=True, algorithm=self.claim_name
+            )
+        return claims
+
+
+class UORO(InfluenceLearner):
+    """Unbiased online recurrent optimisation: a rank-1 influence estimate.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    projection_key : jax PRNG key or int
+        Seeds the random signs (one fresh draw per step).
+    """
+
+    claim_name = "uoro"
+
+    def __init__(self, model: Any, projection_key: Any = 0, name: str | None = None):
+        super().__init__(model, name=name)
+        if isinstance(projection_key, int):
+            projection_key = jax.random.PRNGKey(projection_key)
+        self.projection_key = projection_key
+
+    def init_influence(self) -> Any:
+        dtype = self._theta_vec.dtype
+        return {
+            "h": jnp.zeros((self.num_hidden,), dtype),
+            "theta": jnp.zeros((self.num_params,), dtype),
+            "key": jnp.asarray(self.projection_key),
+        }
+
+    def update_influence(self, influence: Any, jac: Any) -> Any:
+        key, sub = jax.random.split(influence["key"])
+        h_tilde, theta_tilde = influence["h"], influence["theta"]
+        nu = jax.random.rademacher(sub, h_tilde.shape, h_tilde.dtype)
+        forward = jac.jvp_h(h_tilde)
+        projected = jac.vjp_theta(nu)
+        rho0 = jnp.sqrt((jnp.linalg.norm(theta_tilde) + _EPS) / (jnp.linalg.norm(forward) + _EPS))
+        rho1 = jnp.sqrt((jnp.linalg.norm(projected) + _EPS) / (jnp.linalg.norm(nu) + _EPS))
+        return {
+            "h": rho0 * forward + rho1 * nu,
+            "theta": theta_tilde / rho0 + projected / rho1,
+            "key": key,
+        }
+
+    def contract(self, signal: Any, influence: Any) -> Any:
+        return (signal @ influence["h"]) * influence["theta"]
+
+    def adjust_claims(self, claims: Any) -> Any:
+        for key, claim in list(claims.items()):
+            claims[key] = dataclasses.replace(
+                claim,
+                kind="approximate",
+                reason="UORO: an unbiased rank-1 random estimate of the RTRL influence (right "
+                "on average over projection keys, noisy on one)",
+                dropped=(),
+                online=True,
+                algorithm="uoro",
+            )
+        return claims
+
+
+def _patterns(learner: InfluenceLearner) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean sparsity of ``J_h`` (n, n) and ``J_θ`` (n, p), read off dense Jacobians at two
+    random points near the current values (an entry zero at both is taken as structural)."""
+    theta, hidden = learner._theta_vec, learner._hidden_vec
+    args = learner._example
+    reach_h = np.zeros((learner.num_hidden, learner.num_hidden), bool)
+    reach_theta = np.zeros((learner.num_hidden, learner.num_params), bool)
+    for seed in (1, 2):
+        k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+        t = theta + 0.1 * jax.random.normal(k1, theta.shape, theta.dtype)
+        h = hidden + 0.5 * jax.random.normal(k2, hidden.shape, hidden.dtype)
+
+        def fn(t, h):
+            return learner.pure_step(t, h, *args)[0]
+
+        reach_h |= np.asarray(jax.jacfwd(fn, argnums=1)(t, h)) != 0
+        reach_theta |= np.asarray(jax.jacfwd(fn, argnums=0)(t, h)) != 0
+    return reach_h, reach_theta
+
+
+def _depth(reach_h: np.ndarray, reach_theta: np.ndarray) -> int:
+    """Steps until the SnAp pattern stops growing (the n that makes SnAp exact)."""
+    pattern, depth = reach_theta, 1
+    while True:
+        wider = pattern | ((reach_h.astype(np.int64) @ pattern.astype(np.int64)) > 0)
+        if (wider == pattern).all():
+            return depth
+        pattern, depth = wider, depth + 1
