@@ -40,6 +40,9 @@ def algorithms() -> dict:
         "e-prop (random, κ=0.9)": lambda m: etp_viz.EProp(
             m, feedback="random", kappa_filter_decay=0.9
         ),
+        "RTRL (exact)": etp_viz.RTRL,
+        "SnAp-1": lambda m: etp_viz.SnAp(m, 1),
+        "UORO": etp_viz.UORO,
     }
 
 
@@ -70,7 +73,12 @@ def run(task_name: str, algorithm, steps: int = STEPS) -> dict:
     loss = np.asarray(session.history.loss, np.float64)
     third = len(loss) // 3
     first, last = loss[:third], loss[-third:]
-    cosines = [f["cosine"] for f in session.history.fidelity if np.isfinite(f["cosine"])]
+    # windows without a gradient (a masked loss scores few steps) have cosine 0 by convention
+    cosines = [
+        f["cosine"]
+        for f in session.history.fidelity
+        if np.isfinite(f["cosine"]) and (f["cosine"] != 0.0 or f["rel_error"] != 0.0)
+    ]
     return {
         # over the steps that have a target (a masked task scores only its decision steps)
         "first_loss": float(first[first > 0].mean()) if (first > 0).any() else 0.0,
