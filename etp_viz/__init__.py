@@ -70,6 +70,8 @@ from .learn import ETraceVjpAlgorithm as ETraceVjpAlgorithm
 from .learn import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .learn import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .learn import MultiStepData as MultiStepData
+from .learn import OSTLFeedforward as OSTLFeedforward
+from .learn import OSTLRecurrent as OSTLRecurrent
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .learn import SnAp as SnAp
 from .learn import VerifyReport as VerifyReport

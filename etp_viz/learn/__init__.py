@@ -11,6 +11,8 @@ from .executor import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .executor import MultiStepData as MultiStepData
 from .influence import RTRL as RTRL
 from .influence import UORO as UORO
+from .influence import OSTLFeedforward as OSTLFeedforward
+from .influence import OSTLRecurrent as OSTLRecurrent
 from .influence import SnAp as SnAp
 from .pp_prop import ES_D_RTRL as ES_D_RTRL
 from .pp_prop import IODimVjpAlgorithm as IODimVjpAlgorithm

@@ -88,28 +88,21 @@ class SnAp(RTRL):
             if (wider == closed).all():
                 break
             closed = wider
-        #: the kept entries, and whether they are all RTRL can ever fill (then SnAp is exact)
+        #: the kept entries; per parameter, whether they hold all RTRL can ever fill
         self.pattern = jnp.asarray(pattern)
-        self.exact = bool((pattern == closed).all())
+        self.covered = (pattern | ~closed).all(axis=0)
+        self.exact = bool(self.covered.all())
         self.depth = _depth(reach_h, reach_theta)
 
     def update_influence(self, influence: Any, jac: Any) -> Any:
         return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
 
     def adjust_claims(self, claims: Any) -> Any:
-        for key, claim in list(claims.items()):
-            if self.exact:
-                kind, reason = "exact", ""
-            else:
-                kind = "approximate"
-                reason = (
-                    f"SnAp-{self.n} keeps the influence entries a parameter reaches within "
-                    f"{self.n} step(s); the step's coupling needs {self.depth}"
-                )
-            claims[key] = dataclasses.replace(
-                claim, kind=kind, reason=reason, dropped=(), online=True, algorithm=self.claim_name
-            )
-        return claims
+        reason = (
+            f"SnAp-{self.n} keeps the influence entries a parameter reaches within {self.n} "
+            f"step(s); the step's coupling needs {self.depth}"
+        )
+        return self.claims_by_columns(claims, self.covered, reason)
 
 
 class UORO(InfluenceLearner):

@@ -192,6 +192,40 @@ class InfluenceLearner(brainstate.nn.Module):
     def adjust_claims(self, claims: Any) -> Any:  # pragma: no cover - subclasses
         return claims
 
+    def param_columns(self) -> dict[str, tuple[int, int]]:
+        """``{dotted leaf path: (start, stop)}``: each parameter leaf's columns of ``M``."""
+        from etp_viz.compiler.dataflow import leaf_name
+
+        path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(self.model).items()}
+        columns, start = {}, 0
+        for state in (s for s, p in zip(self._states, self._is_param) if p):
+            for key, leaf in jax.tree_util.tree_flatten_with_path(state.value)[0]:
+                size = int(jnp.size(leaf))
+                columns[leaf_name(path_of.get(id(state), ("?",)), key)] = (start, start + size)
+                start += size
+        return columns
+
+    def claims_by_columns(
+        self, claims: Any, covered: Any, reason: str, name: str | None = None
+    ) -> Any:
+        """Each leaf exact when every one of its columns is ``covered`` (kept in full), else
+        approximate with ``reason``."""
+        import dataclasses
+
+        columns = self.param_columns()
+        for key, claim in list(claims.items()):
+            start, stop = columns.get(key, (0, 0))
+            exact = bool(covered[start:stop].all())
+            claims[key] = dataclasses.replace(
+                claim,
+                kind="exact" if exact else "approximate",
+                reason="" if exact else reason,
+                dropped=(),
+                online=True,
+                algorithm=name or self.claim_name,
+            )
+        return claims
+
 
 class _Jacobians:
     """Lazy Jacobian products of ``h^t = f(θ, h^{t-1})`` at one point."""
