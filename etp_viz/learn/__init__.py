@@ -6,6 +6,7 @@ from .base import ETraceVjpAlgorithm as ETraceVjpAlgorithm
 from .d_rtrl import D_RTRL as D_RTRL
 from .d_rtrl import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .eprop import EProp as EProp
+from .eprop import ThreeFactor as ThreeFactor
 from .executor import ETraceGraphExecutor as ETraceGraphExecutor
 from .executor import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .executor import MultiStepData as MultiStepData

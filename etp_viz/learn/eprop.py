@@ -25,7 +25,8 @@ filter, :math:`\bar\epsilon=\epsilon`) and the learning signal :math:`L^t` is
   hidden-output-bypass term (the projected error stands for its whole signal).
 
 Both choices are approximations (the gradient claims say so); e-prop's point is that they are
-local in time and (random) in space.
+local in time and (random) in space. :class:`ThreeFactor` replaces the learning signal by a
+scalar third factor of the step (a reward), on the same trace.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from etp_viz import _compat
 
 from .d_rtrl import ParamDimVjpAlgorithm
 
-__all__ = ["EProp"]
+__all__ = ["EProp", "ThreeFactor"]
 
 FEEDBACKS = ("symmetric", "random")
 
@@ -253,3 +254,95 @@ def _float_dtype_of(outs: list) -> Any:
         if jnp.issubdtype(v.aval.dtype, jnp.floating):
             return v.aval.dtype
     return jnp.result_type(float)
+
+
+#: the key of ThreeFactor's step counter among its traces
+STEP = (-1,)  # comparable with the (relation, group) keys a pytree dict sorts
+
+
+class ThreeFactor(ParamDimVjpAlgorithm):
+    r"""A reward-modulated three-factor rule on the D-RTRL eligibility trace.
+
+    Each ETP weight's update is a third factor times its eligibility trace,
+    :math:`\Delta W \propto M(t)\,\sum_i \epsilon_{i,W}^t`, with :math:`\epsilon` D-RTRL's trace
+    (pre-synaptic input filtered by the post-synaptic dynamics) and :math:`M(t)` =
+    ``modulator(t)`` a scalar of the step number ``t`` (0 at compile or reset; a traceable
+    function, e.g. a reward schedule read from an array). The "gradient" it reports is
+    :math:`-M(t)\,\sum_i\epsilon_i^t`, so a descent optimiser moves the weights *along* the
+    trace when :math:`M > 0` (reward) and against it when :math:`M < 0`. The loss does not
+    enter these weights' updates; readout weights (no hidden state between them and the output)
+    keep their exact loss gradient. There is no hidden-output-bypass term.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    modulator : callable
+        ``modulator(t) -> scalar`` with ``t`` an integer array (the step number).
+
+    Examples
+    --------
+    >>> rewards = jnp.asarray(reward_per_step)                            # doctest: +SKIP
+    >>> alg = etp_viz.ThreeFactor(model, modulator=lambda t: rewards[t])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        modulator: Any,
+        vjp_method: str = "single-step",
+        name: str | None = None,
+        mesh: Any = None,
+    ):
+        if not callable(modulator):
+            raise TypeError(
+                f"modulator must be a function of the step, modulator(t) -> scalar; got "
+                f"{modulator!r}"
+            )
+        if vjp_method != "single-step":
+            raise ValueError("a three-factor rule modulates each step: vjp_method='single-step'")
+        self.modulator = modulator
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
+
+    def init_traces(self, plan: Any) -> dict:
+        traces = super().init_traces(plan)
+        traces[STEP] = jnp.zeros((), jnp.int32)
+        return traces
+
+    def update_traces(self, traces: dict, data: dict, count: Any) -> dict:
+        new = super().update_traces(_eligibility(traces), data, count)
+        new[STEP] = traces[STEP] + 1
+        return new
+
+    def gradient_residuals(self, new_traces: dict, data: dict) -> dict:
+        residuals = super().gradient_residuals(_eligibility(new_traces), data)
+        return {**residuals, "step": new_traces[STEP] - 1}
+
+    def residual_gradients(self, residuals: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
+        factor = jnp.asarray(self.modulator(residuals["step"])).reshape(())
+        signal = {g: -factor.astype(s.dtype) * jnp.ones_like(s) for g, s in dl_dh.items()}
+        return super().residual_gradients(residuals, signal, weights, count)
+
+    def bypass_residuals(self, traces: dict, groups: tuple) -> dict:
+        return {"traces": {}, "fresh": {}}
+
+    def bypass_gradients(self, kept: dict, dl_dh_prev: dict, weights: dict, count: Any) -> dict:
+        return {}
+
+    def traces_of_path(self, traces: dict, path: tuple) -> dict:
+        return super().traces_of_path(_eligibility(traces), path)
+
+    def adjust_claims(self, claims: Any) -> Any:
+        for key, claim in list(claims.items()):
+            if claim.online:
+                claim = dataclasses.replace(
+                    claim,
+                    kind="approximate",
+                    reason="three-factor rule: modulator(t) x eligibility trace, not the "
+                    "loss gradient",
+                )
+            claims[key] = dataclasses.replace(claim, algorithm="three_factor")
+        return claims
+
+
+def _eligibility(traces: dict) -> dict:
+    return {k: v for k, v in traces.items() if k != STEP}

@@ -201,6 +201,8 @@ def _etrace_layout(algorithm: Any, traces: Any, relation_names: dict[str, list[s
         for key in traces:
             if isinstance(key, tuple) and len(key) in (2, 3):  # (r, g) or (r, g, "kappa")
                 name = ".".join([f"r{key[0]}", f"g{key[1]}", *map(str, key[2:])])
+            elif isinstance(key, tuple):  # a learner's bookkeeping (a step counter): no trace
+                continue
             else:
                 name = str(key)
             layout[f"trace/{name}"] = lambda t, k=key: t[k]

@@ -175,3 +175,57 @@ def test_live_session_runs_eprop():
     session.step(5)
     assert session.history.num_steps == 5 and np.isfinite(session.history.loss).all()
     assert jnp.ndim(session.history.loss[-1]) == 0
+
+
+class LeakyGain(brainstate.nn.Module):
+    """h = 0.5 h + x W (an ETP matmul), output h: D = 0.5, D_f = 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.W = brainstate.ParamState(jnp.asarray(np.arange(6.0).reshape(2, 3) / 10))
+
+    def init_state(self, batch_size=None, **kwargs):
+        self.h = brainstate.HiddenState(jnp.zeros(3))
+
+    def update(self, x):
+        self.h.value = 0.5 * self.h.value + etp_viz.matmul(x, self.W.value)
+        return self.h.value
+
+
+def test_three_factor_is_modulator_times_eligibility(x64):
+    """Hand-derived: eps^t[i, o] = 0.5 eps^{t-1}[i, o] + x^t[i]; the reported gradient is
+    sum_t -M(t) eps^t (whatever the loss)."""
+    rewards = jnp.asarray([1.0, -2.0, 0.5, 3.0])
+    model = LeakyGain()
+    brainstate.nn.init_all_states(model)
+    xs = jnp.asarray(np.random.default_rng(0).standard_normal((4, 2)))
+    alg = etp_viz.ThreeFactor(model, modulator=lambda t: rewards[t])
+    alg.compile_graph(xs[0])
+    got = online_gradients(alg, xs)[("W",)]
+    eps, expected = np.zeros((2, 3)), np.zeros((2, 3))
+    for t in range(4):
+        eps = 0.5 * eps + np.asarray(xs[t])[:, None]
+        expected -= float(rewards[t]) * eps
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12)
+    claims = alg.graph.gradient_claims(alg)
+    assert claims["W"].kind == "approximate" and "three-factor" in claims["W"].reason
+    alg.reset_state()
+    assert int(alg.etrace.value[(-1,)]) == 0
+
+
+def test_three_factor_needs_a_function():
+    with pytest.raises(TypeError, match="modulator must be a function of the step"):
+        etp_viz.ThreeFactor(LeakyGain(), modulator=1.0)
+
+
+def test_three_factor_runs_live():
+    from etp_viz.live import Session
+
+    task = etp_viz.tasks.get_task("sine")
+    model = task.suggested_model(hidden_size=8)
+    alg = etp_viz.ThreeFactor(model, modulator=lambda t: jnp.cos(0.1 * t))
+    session = Session(model, task.example_input(), algorithm=alg, task=task)
+    session.step(6)
+    assert session.history.num_steps == 6 and np.isfinite(session.history.loss).all()
+    assert any(name.startswith("trace/r") for name in session.history.names)
+    assert not any("-1" in name for name in session.history.names)  # the step counter
