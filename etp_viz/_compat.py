@@ -123,3 +123,25 @@ def stateful_function_call(function: Any, state_values: list[Any], *args: Any) -
     """
     new_values, out = function.jaxpr_call(list(state_values), *args)
     return list(new_values), out
+
+
+def loaded_braintrace_registry() -> Any:
+    """braintrace's ETP primitive registry (its ``braintrace._op`` package), or ``None``.
+
+    Never imports braintrace: ``None`` unless ``braintrace`` is already in ``sys.modules``
+    (fully imported). braintrace >= 0.2 keeps its primitives and rule tables in ``_op``
+    (``ETP_PRIMITIVES``, ``ETP_RULES_DT_TO_T``, ``ETP_RULES_XY_TO_DW`` ...); 0.1.x had no
+    primitive registry, which also gives ``None``.
+    """
+    import sys
+
+    if "braintrace" not in sys.modules:
+        return None
+    registry = sys.modules.get("braintrace._op")
+    needed = ("ETP_PRIMITIVES", "ETP_RULES_DT_TO_T", "ETP_RULES_XY_TO_DW", "BATCHED_PRIMITIVES")
+    if registry is None or not all(hasattr(registry, name) for name in needed):
+        return None
+    for name in ("get_instant_drtrl_rule", "get_solve_drtrl_rule", "get_batched_counterpart"):
+        if not hasattr(registry, name):  # pragma: no cover - a braintrace 0.2 without them
+            return None
+    return registry

@@ -147,6 +147,9 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     open_jaxpr, consts = split_closed(closed)
     flat = inline_calls(open_jaxpr, consts)
     jaxpr = flat.jaxpr
+    from etp_viz.ops.braintrace_adapter import register_braintrace_primitives_in
+
+    register_braintrace_primitives_in(jaxpr)  # a model built with braintrace: adopt its ETP ops
 
     retrieved = dict(brainstate.graph.states(model).items())
     state_id_to_path = {id(st): tuple(path) for path, st in retrieved.items()}

@@ -1,0 +1,268 @@
+"""Models written with braintrace (the reference library) compile and learn in etp_viz.
+
+``etp_viz.ops.braintrace_adapter`` adopts braintrace's ETP primitives by identity, with rules that
+call braintrace's own registered rule functions. These tests check, on braintrace-built models,
+that etp_viz finds the same relations as braintrace's compiler and that ``etp_viz.D_RTRL``
+gives braintrace's ``D_RTRL`` gradients (and BPTT's where D-RTRL is exact), in float64.
+
+braintrace 0.2.8 needs Python >= 3.12 (``pip install 'etp_viz[braintrace]'``): on the 3.11 leg
+the whole module is skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pytest
+
+braintrace = pytest.importorskip(
+    "braintrace",
+    reason="braintrace is not installed (the optional extra etp_viz[braintrace], Python >= 3.12)",
+)
+
+import brainstate  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import etp_viz  # noqa: E402
+from etp_viz import ops  # noqa: E402
+from etp_viz.ops.braintrace_adapter import (  # noqa: E402
+    braintrace_primitives,
+    register_braintrace_primitives,
+    unregister_braintrace_primitives,
+)
+from tests.oracles import bptt_gradients, relative_error  # noqa: E402
+
+# braintrace's own compiler builds jaxprs without a DebugInfo (jax deprecation, not ours)
+pytestmark = pytest.mark.filterwarnings("ignore:core.Jaxpr is missing a DebugInfo")
+
+BATCH, STEPS = 4, 6
+RTOL = 1e-12  # float64: the two libraries evaluate the same rules in a different order
+
+
+class GRUNet(brainstate.nn.Module):
+    """The issue's model: ``braintrace.nn.GRUCell(3, 8) -> braintrace.nn.Linear(8, 2)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = braintrace.nn.GRUCell(3, 8)
+        self.out = braintrace.nn.Linear(8, 2)
+
+    def update(self, x):
+        return self.out(self.rnn(x))
+
+
+class VanillaRNNNet(brainstate.nn.Module):
+    """``braintrace.nn.ValinaRNNCell`` (its h -> h path crosses only the ETP matmul: D = 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = braintrace.nn.ValinaRNNCell(3, 8, activation="tanh")
+        self.out = braintrace.nn.Linear(8, 2)
+
+    def update(self, x):
+        return self.out(self.rnn(x))
+
+
+class LeakyLIFNet(brainstate.nn.Module):
+    """A LIF-style layer from braintrace ops (``braintrace.nn`` has no LIF in 0.2.8): a leaky
+    membrane with a soft reset, a learnable per-unit leak through ``braintrace.element_wise``
+    and a smooth spike read out by ``braintrace.nn.Linear``. Its recurrence is element-wise,
+    so D-RTRL equals BPTT."""
+
+    def __init__(self, n_in=3, n=8):
+        super().__init__()
+        self.n = n
+        self.inp = braintrace.nn.Linear(n_in, n)
+        self.tau = brainstate.ParamState(jnp.linspace(-1.0, 1.0, n))
+        self.out = braintrace.nn.Linear(n, 2)
+
+    def init_state(self, batch_size=None, **kwargs):
+        self.v = brainstate.HiddenState(jnp.zeros((batch_size, self.n)))
+
+    def update(self, x):
+        decay = braintrace.element_wise(self.tau.value, weight_fn=jax.nn.sigmoid)
+        v = self.v.value
+        self.v.value = decay * (v - jax.nn.sigmoid(4.0 * (v - 1.0))) + self.inp(x)
+        return self.out(jax.nn.sigmoid(4.0 * (self.v.value - 1.0)))
+
+
+class LeakyNet(brainstate.nn.Module):
+    """A leaky integrator ``v = sigmoid(decay) * v + layer(x)`` around one braintrace layer, for
+    the primitives with their own trace layout (LoRA's effective-weight trace, conv's
+    per-position trace: braintrace's ``instant_drtrl`` / ``solve_drtrl`` rules)."""
+
+    def __init__(self, layer, shape):
+        super().__init__()
+        self.layer, self.shape = layer, shape
+        self.decay = brainstate.ParamState(jnp.full(shape[-1], 0.3))
+
+    def init_state(self, batch_size=None, **kwargs):
+        self.v = brainstate.HiddenState(jnp.zeros((batch_size, *self.shape)))
+
+    def update(self, x):
+        decay = braintrace.element_wise(self.decay.value, weight_fn=jax.nn.sigmoid)
+        self.v.value = decay * self.v.value + self.layer(x)
+        return jnp.tanh(self.v.value)
+
+
+MODELS = {
+    "gru": GRUNet,
+    "vanilla_rnn": VanillaRNNNet,
+    "lif": LeakyLIFNet,
+    "lora": lambda: LeakyNet(braintrace.nn.LoRA(3, 2, 8), (8,)),
+    "conv": lambda: LeakyNet(braintrace.nn.Conv1d((6, 3), 4, 3, padding="SAME"), (6, 4)),
+}
+#: models whose recurrence is element-wise: D-RTRL is exact (equals BPTT)
+EXACT = ("lif", "lora", "conv")
+INPUT_SHAPES = {"conv": (6, 3)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_braintrace_primitives_afterwards():
+    """The adoption is process-wide: leave etp_viz's registry as the other tests expect it."""
+    yield
+    unregister_braintrace_primitives()
+
+
+@pytest.fixture
+def f64():
+    """float64 model parameters and inputs (brainstate's precision switches jax x64 too)."""
+    with brainstate.environ.context(precision=64):
+        yield
+
+
+def _make(name):
+    brainstate.random.seed(0)
+    model = MODELS[name]()
+    brainstate.nn.init_all_states(model, batch_size=BATCH)
+    return model
+
+
+def _inputs(name="gru"):
+    shape = INPUT_SHAPES.get(name, (3,))
+    return jax.random.normal(jax.random.PRNGKey(1), (STEPS, BATCH, *shape))
+
+
+def _quiet(fn, *args):
+    """braintrace warns about weights it treats as non-temporal (readouts): expected here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return fn(*args)
+
+
+def _online_gradients(algorithm_class, model, xs):
+    """Sum over t of ``grad(sum(alg(x_t) ** 2))`` w.r.t. the model's ParamStates."""
+    alg = algorithm_class(model)
+    _quiet(alg.compile_graph, xs[0])
+    params = model.states(brainstate.ParamState)
+    grad_step = brainstate.transform.grad(lambda x: jnp.sum(alg(x) ** 2), params)
+    total = None
+    for t in range(len(xs)):
+        grads = dict(grad_step(xs[t]))
+        total = grads if total is None else jax.tree.map(jnp.add, total, grads)
+    return total
+
+
+def _relations(graph):
+    """``{(primitive, trainable key -> path): hidden paths per group}`` of a compiled graph."""
+    out = {}
+    for rel in graph.hidden_param_op_relations:
+        key = (rel.primitive, tuple(sorted(rel.trainable_paths.items())))
+        out[key] = sorted(tuple(sorted(g.hidden_paths)) for g in rel.hidden_groups)
+    return out
+
+
+def test_adoption_is_lazy(f64):
+    unregister_braintrace_primitives()
+    plain = etp_viz.nn.MiniGRU(3, 4)
+    brainstate.nn.init_all_states(plain)
+    _quiet(etp_viz.compile_etrace_graph, plain, jnp.zeros(3))
+    assert braintrace_primitives() == ()  # an etp_viz model adopts nothing
+    _quiet(etp_viz.compile_etrace_graph, _make("gru"), _inputs()[0])
+    assert sys.modules["braintrace._op"].etp_mm_p in braintrace_primitives()
+
+
+def test_adapter_adopts_braintrace_primitives_by_identity():
+    register_braintrace_primitives()
+    registry = sys.modules["braintrace._op"]
+    adopted = set(braintrace_primitives())
+    assert set(registry.ETP_PRIMITIVES) <= adopted
+    for primitive in registry.ETP_PRIMITIVES:
+        assert ops.is_etp_primitive(primitive)
+        spec = ops.get_primitive_spec(primitive)
+        assert spec is not None and spec.name == primitive.name
+        assert ops.is_batched_primitive(primitive) == (primitive in registry.BATCHED_PRIMITIVES)
+        assert ops.is_etp_enable_gradient_primitive(primitive) == (
+            primitive in registry.GRADIENT_ENABLED_PRIMITIVES
+        )
+        assert ops.get_x_invar_index(primitive) == registry.get_x_invar_index(primitive)
+    # etp_viz's own primitives are distinct objects, untouched
+    assert ops.etp_mm_p is not registry.etp_mm_p and ops.etp_mm_p not in adopted
+    assert register_braintrace_primitives() == ()  # idempotent
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_same_relations_as_braintrace(name, f64):
+    x0 = _inputs(name)[0]
+    ours = _quiet(etp_viz.compile_etrace_graph, _make(name), x0)
+    theirs = _quiet(braintrace.compile_etrace_graph, _make(name), x0)
+    assert _relations(ours), "no relation found: braintrace primitives not recognised"
+    assert _relations(ours) == _relations(theirs)
+    assert sorted(sorted(g.hidden_paths) for g in ours.hidden_groups) == sorted(
+        sorted(g.hidden_paths) for g in theirs.hidden_groups
+    )
+    unused = [r.weight_path for r in ours.diagnostics if r.kind.value == "param_not_used_by_etp"]
+    assert unused == []
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("algorithm", ["D_RTRL", "ES_D_RTRL"])
+def test_online_gradients_equal_braintrace(name, algorithm, f64):
+    xs = _inputs(name)
+    if algorithm == "D_RTRL":
+        ours_class, theirs_class = etp_viz.D_RTRL, braintrace.D_RTRL
+    else:
+        if name == "conv":
+            pytest.skip(
+                "braintrace 0.2.8's ES_D_RTRL raises on this model (an element-wise weight of "
+                "shape (C,) broadcast over a (B, L, C) hidden group): nothing to compare with"
+            )
+        ours_class = lambda m: etp_viz.ES_D_RTRL(m, 0.9)  # noqa: E731
+        theirs_class = lambda m: braintrace.ES_D_RTRL(m, 0.9)  # noqa: E731
+    ours = _online_gradients(ours_class, _make(name), xs)
+    theirs = _online_gradients(theirs_class, _make(name), xs)
+    assert set(ours) == set(theirs)
+    for path in theirs:
+        leaves = jax.tree.leaves(ours[path])
+        assert all(leaf.dtype == jnp.float64 for leaf in leaves), path
+        assert any(float(jnp.max(jnp.abs(leaf))) > 0 for leaf in leaves) or path == (
+            "rnn",
+            "Wr",
+            "weight",
+        ), path
+        assert relative_error(ours[path], theirs[path]) <= RTOL, path
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_d_rtrl_on_element_wise_braintrace_models_equals_bptt(name, f64):
+    xs = _inputs(name)
+    ours = _online_gradients(etp_viz.D_RTRL, _make(name), xs)
+    exact = bptt_gradients(_make(name), xs, lambda ys: jnp.sum(ys**2))
+    for path, value in exact.items():
+        assert relative_error(ours[path], value) <= 1e-10, path
+
+
+@pytest.mark.parametrize("name", ["gru", "lif", "conv"])
+def test_view_of_a_braintrace_model_builds(name, f64):
+    from etp_viz.view import build_view_model
+
+    graph = _quiet(etp_viz.compile_etrace_graph, _make(name), _inputs(name)[0])
+    assert build_view_model(graph).check_references() == []
+
+
+def test_show_a_braintrace_model(f64):
+    pytest.importorskip("anywidget", reason="etp_viz.show needs the explorer extra")
+    explorer = _quiet(etp_viz.show, _make("gru"), _inputs()[0])
+    assert explorer is not None
