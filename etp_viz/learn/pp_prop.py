@@ -35,7 +35,14 @@ from typing import Any
 import jax.numpy as jnp
 
 from .base import ETraceVjpAlgorithm
-from .trace_math import bias_correction, pp_gradient, pp_update_f, pp_update_x, resolve_decay
+from .trace_math import (
+    bias_correction,
+    pp_contract,
+    pp_signal,
+    pp_update_f,
+    pp_update_x,
+    resolve_decay,
+)
 
 __all__ = ["ES_D_RTRL", "IODimVjpAlgorithm", "pp_prop"]
 
@@ -113,20 +120,20 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         correction = bias_correction(self.alpha_f, count)
         grads: dict = {}
         for rel in plan.relations:
+            # xy_to_dw is linear in its signal: sum the signals of the relation's groups (and
+            # states, in pp_signal), then contract with the input trace once
+            signal = None
             for g in rel.group_indices:
                 if g not in dl_dh:  # e.g. a group without hidden output bypass
                     continue
-                part = pp_gradient(
-                    traces["x"].get(rel.index),
-                    traces["f"][(rel.index, g)],
-                    dl_dh[g],
-                    correction,
-                    weights[rel.index],
-                    rel.rules,
-                    tuple(rel.y_var.aval.shape),
+                part = pp_signal(
+                    traces["f"][(rel.index, g)], dl_dh[g], correction, tuple(rel.y_var.aval.shape)
                 )
-                prev = grads.get(rel.index)
-                grads[rel.index] = part if prev is None else {k: prev[k] + part[k] for k in part}
+                signal = part if signal is None else signal + part
+            if signal is not None:
+                grads[rel.index] = pp_contract(
+                    traces["x"].get(rel.index), signal, weights[rel.index], rel.rules
+                )
         return grads
 
     def bypass_residuals(self, traces: dict, groups: tuple) -> dict:
