@@ -60,7 +60,21 @@ class RTRL(InfluenceLearner):
         return claims
 
 
-class SnAp(RTRL):
+class PatternedRTRL(RTRL):
+    """RTRL with the influence kept only on a boolean ``(n, p)`` pattern (SnAp, OSTL)."""
+
+    def keep(self, pattern: np.ndarray, closed: np.ndarray) -> None:
+        """Keep ``pattern``; ``closed`` is every entry RTRL can fill (per parameter, all of
+        them kept: its gradient is exact)."""
+        self.pattern = jnp.asarray(pattern)
+        self.covered = (pattern | ~closed).all(axis=0)
+        self.exact = bool(self.covered.all())
+
+    def update_influence(self, influence: Any, jac: Any) -> Any:
+        return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
+
+
+class SnAp(PatternedRTRL):
     """RTRL with the influence kept on the ``n``-step sparsity pattern (SnAp-n).
 
     Parameters
@@ -81,21 +95,9 @@ class SnAp(RTRL):
         reach_h, reach_theta = _patterns(self)
         pattern = reach_theta
         for _ in range(self.n - 1):
-            pattern = pattern | ((reach_h.astype(np.int64) @ pattern.astype(np.int64)) > 0)
-        closed = pattern
-        while True:  # the full pattern: what RTRL's influence can hold
-            wider = closed | ((reach_h.astype(np.int64) @ closed.astype(np.int64)) > 0)
-            if (wider == closed).all():
-                break
-            closed = wider
-        #: the kept entries; per parameter, whether they hold all RTRL can ever fill
-        self.pattern = jnp.asarray(pattern)
-        self.covered = (pattern | ~closed).all(axis=0)
-        self.exact = bool(self.covered.all())
-        self.depth = _depth(reach_h, reach_theta)
-
-    def update_influence(self, influence: Any, jac: Any) -> Any:
-        return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
+            pattern = _one_more_step(reach_h, pattern)
+        closed, self.depth = closed_pattern(reach_h, reach_theta)
+        self.keep(pattern, closed)
 
     def adjust_claims(self, claims: Any) -> Any:
         reason = (
@@ -182,11 +184,17 @@ def _patterns(learner: InfluenceLearner) -> tuple[np.ndarray, np.ndarray]:
     return reach_h, reach_theta
 
 
-def _depth(reach_h: np.ndarray, reach_theta: np.ndarray) -> int:
-    """Steps until the SnAp pattern stops growing (the n that makes SnAp exact)."""
+def _one_more_step(reach_h: np.ndarray, pattern: np.ndarray) -> np.ndarray:
+    """The entries reachable one step later (boolean products)."""
+    return pattern | ((reach_h.astype(np.int64) @ pattern.astype(np.int64)) > 0)
+
+
+def closed_pattern(reach_h: np.ndarray, reach_theta: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(pattern, depth)``: every influence entry RTRL can fill, and the steps until the
+    pattern stops growing (the n that makes SnAp exact)."""
     pattern, depth = reach_theta, 1
     while True:
-        wider = pattern | ((reach_h.astype(np.int64) @ pattern.astype(np.int64)) > 0)
+        wider = _one_more_step(reach_h, pattern)
         if (wider == pattern).all():
-            return depth
+            return pattern, depth
         pattern, depth = wider, depth + 1

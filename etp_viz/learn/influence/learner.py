@@ -136,14 +136,19 @@ class InfluenceLearner(brainstate.nn.Module):
         custom = jax.custom_vjp(run)
 
         def fwd(theta, hidden, influence, args):
-            new_hidden, out, new_influence = forward(theta, hidden, influence, args)
-            _, vjp_out = jax.vjp(lambda t, h: learner.pure_step(t, h, *args)[1], theta, hidden)
-            return (new_hidden, out, new_influence), (vjp_out, influence, new_influence, args)
+            # one evaluation of the step gives the outputs, the new state and the outputs' VJP
+            (new_hidden, out), vjp_step = jax.vjp(
+                lambda t, h: learner.pure_step(t, h, *args), theta, hidden
+            )
+            jac = _Jacobians(lambda t, h: learner.pure_step(t, h, *args)[0], theta, hidden)
+            new_influence = learner.update_influence(influence, jac)
+            return (new_hidden, out, new_influence), (vjp_step, influence, new_influence, args)
 
         def bwd(residuals, cotangents):
-            vjp_out, influence, new_influence, args = residuals
+            vjp_step, influence, new_influence, args = residuals
             hidden_cot, out_cot, _ = cotangents
-            direct, via_old = vjp_out(out_cot)
+            # the outputs' part only: the new state's cotangent goes through M^t below
+            direct, via_old = vjp_step((jnp.zeros_like(hidden_cot), out_cot))
             grad = direct + learner.contract(via_old, influence)
             grad = grad + learner.contract(hidden_cot, new_influence)
             zero_influence = jax.tree.map(jnp.zeros_like, influence)

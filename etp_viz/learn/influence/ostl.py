@@ -19,17 +19,16 @@ import dataclasses
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..pp_prop import IODimVjpAlgorithm
-from .algorithms import RTRL, _patterns
+from .algorithms import PatternedRTRL, _patterns, closed_pattern
 from .learner import InfluenceLearner
 
 __all__ = ["OSTLFeedforward", "OSTLRecurrent"]
 
 
-class OSTLRecurrent(RTRL):
+class OSTLRecurrent(PatternedRTRL):
     """Online spatio-temporal learning with the recurrent Jacobian (Bohnstingl et al. 2022,
     "Online spatio-temporal learning in deep neural networks").
 
@@ -50,18 +49,7 @@ class OSTLRecurrent(RTRL):
         onehot[np.arange(self.num_hidden), layer] = True
         layers_of_param = (onehot.T.astype(np.int64) @ reach_theta.astype(np.int64)) > 0
         pattern = (onehot.astype(np.int64) @ layers_of_param.astype(np.int64)) > 0
-        closed = reach_theta
-        while True:
-            wider = closed | ((reach_h.astype(np.int64) @ closed.astype(np.int64)) > 0)
-            if (wider == closed).all():
-                break
-            closed = wider
-        self.pattern = jnp.asarray(pattern)
-        self.covered = (pattern | ~closed).all(axis=0)
-        self.exact = bool(self.covered.all())
-
-    def update_influence(self, influence: Any, jac: Any) -> Any:
-        return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
+        self.keep(pattern, closed_pattern(reach_h, reach_theta)[0])
 
     def adjust_claims(self, claims: Any) -> Any:
         reason = (
