@@ -53,9 +53,21 @@ class InfluenceLearner(brainstate.nn.Module):
         super().__init__(name=name)
         self.model = model
         self.is_compiled = False
+        self._compiled = _Held()
         self.graph = None
         self.influence = None
         self.mesh = None
+
+    @property
+    def graph(self) -> Any:
+        """The model's ``ETraceGraph`` (for claims and the explorer), held outside brainstate's
+        state walk: its tables are keyed by jaxpr variables, which the walk cannot sort, and
+        ``alg.states()`` must list the influence (a session snapshots and resets it)."""
+        return self._compiled.graph
+
+    @graph.setter
+    def graph(self, value: Any) -> None:
+        self._compiled.graph = value
 
     @property
     def param_states(self) -> Any:
@@ -230,6 +242,12 @@ class InfluenceLearner(brainstate.nn.Module):
                 algorithm=name or self.claim_name,
             )
         return claims
+
+
+class _Held:
+    """A plain holder: brainstate's graph walk treats it as an opaque leaf."""
+
+    graph: Any = None
 
 
 class _Jacobians:
