@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fidelity", "gradient_norms", "jacobian_heatmap", "loss", "trace_magnitudes"]
+__all__ = [
+    "compare",
+    "fidelity",
+    "gradient_norms",
+    "jacobian_heatmap",
+    "loss",
+    "trace_magnitudes",
+]
 
 DIVERGING_CMAP = "RdBu_r"
 
@@ -245,10 +252,11 @@ def fidelity(history: Any, *, ax: Any = None) -> Any:
     )
     steps = [f["step"] for f in history.fidelity]
     fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
-    axes[0].plot(steps, [f["cosine"] for f in history.fidelity], "o-", color="C2", label="cosine")
-    axes[0].plot(
-        steps, [f["rel_error"] for f in history.fidelity], "s--", color="C3", label="relative error"
-    )
+    # None (a window without gradient: undefined) is drawn as a gap
+    cosine = np.array([f["cosine"] for f in history.fidelity], dtype=float)
+    rel_error = np.array([f["rel_error"] for f in history.fidelity], dtype=float)
+    axes[0].plot(steps, cosine, "o-", color="C2", label="cosine")
+    axes[0].plot(steps, rel_error, "s--", color="C3", label="relative error")
     axes[0].axhline(1.0, color="grey", lw=0.5)
     axes[0].set(xlabel="step", ylabel="vs BPTT", title=_title(history, "gradient fidelity"))
     axes[0].legend(loc="best", fontsize="small")
@@ -286,3 +294,34 @@ def _mark_failure(ax: Any, history: Any) -> None:
             ls=":",
             label=f"non-finite at step {history.failure['step']}",
         )
+
+
+def compare(histories: dict[str, Any], *, log: bool = True) -> Any:
+    """Compare mode's histories (``{algorithm: History}``) overlaid: the loss, and the
+    fidelity cosine when it was measured.
+
+    >>> fig = compare({"d_rtrl": session.history, "bptt": other.history})  # doctest: +SKIP
+    """
+    histories = {
+        label: _history(h) for label, h in getattr(histories, "histories", histories).items()
+    }
+    _require(
+        {k: h for k, h in histories.items() if h.num_steps}, "steps", "Step the comparison first."
+    )
+    measured = any(h.fidelity for h in histories.values())
+    fig, axes = _figure(2 if measured else 1, (6.0, 5.6 if measured else 3.2))
+    for k, (label, history) in enumerate(histories.items()):
+        colour = f"C{k % 10}"
+        axes[0].plot(history.steps, history.loss, color=colour, lw=1, label=label)
+        if measured and history.fidelity:
+            steps = [f["step"] for f in history.fidelity]
+            cosine = np.array([f["cosine"] for f in history.fidelity], dtype=float)
+            axes[1].plot(steps, cosine, "o-", color=colour, ms=3, label=label)
+    if log:
+        axes[0].set_yscale("log")
+    axes[0].set(xlabel="step", ylabel="loss", title="loss")
+    axes[0].legend(loc="best", fontsize="small")
+    if measured:
+        axes[1].set(xlabel="step", ylabel="cosine", title="gradient fidelity vs BPTT")
+        axes[1].set_ylim(-0.1, 1.05)
+    return fig

@@ -136,6 +136,8 @@ class LiveExplorer(Explorer):
                 options.setdefault(
                     "decay", (self.session.algorithm.alpha_x, self.session.algorithm.alpha_f)
                 )
+        else:  # 'snap2', 'bptt', an instance: the session's own learner (states restored)
+            options.setdefault("algorithm", self.session.algorithm)
         return super().verify(xs, ys, **options)
 
     def _verify_request(self, steps: int) -> dict[str, Any]:
@@ -299,6 +301,9 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
         Explorer display options (see ``Explorer``) and live-session options
         (:data:`~etp_viz.live.session.SESSION_OPTIONS`: ``algorithm``, ``task``, ``data``,
         ``loss``, ``optimizer``, ``learning_rate``, ``decay``, ``steps_per_frame``, …).
+        A list ``algorithm=["d_rtrl", "eprop", "snap2", "bptt"]`` opens compare mode
+        (:class:`~etp_viz.explorer.compare.CompareExplorer`): the algorithms in lockstep on
+        copies of the model, overlaid loss and fidelity, each algorithm's claim per weight.
     """
     live = {k: options.pop(k) for k in list(options) if k in SESSION_OPTIONS}
     max_rate = options.pop("max_rate", 20.0)
@@ -319,6 +324,8 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
         return show_static(model, *example_inputs, **options)
     if len(example_inputs) != 1:
         raise TypeError("A live session takes exactly one example input `x` (one step).")
+    if isinstance(live.get("algorithm"), list | tuple):
+        return _compare(model, example_inputs[0], live, options, max_rate)
     session = Session(model, example_inputs[0], **live)
     graph = getattr(session.algorithm, "graph", None)
     if graph is None:
@@ -327,4 +334,42 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
         graph = compile_etrace_graph(model, *example_inputs)
     name = str(session.history.meta.get("algorithm", "")).lower()
     options.setdefault("algorithm", name if name in ALGORITHM_NAMES else None)  # its claims
-    return LiveExplorer(graph, session, max_rate=max_rate, **options)
+    explorer = LiveExplorer(graph, session, max_rate=max_rate, **options)
+    if options["algorithm"] is None and explorer.view_model:  # a learner stating its own claims
+        explorer.view_model = with_learner_claims(explorer.view_model, session.algorithm)
+    return explorer
+
+
+def with_learner_claims(vm: dict, algorithm: Any) -> dict:
+    """The view model with each weight's ``claim`` / ``claim_reason`` from a learner
+    instance (RTRL, SnAp, UORO, truncated BPTT, a user's subclass): what a name-less view
+    cannot compute."""
+    from etp_viz.view.weights import claims_by_weight
+
+    try:
+        claims = claims_by_weight(algorithm.graph.gradient_claims(algorithm))
+    except Exception:  # noqa: BLE001 - a learner that states no claims: none shown
+        return vm
+    weights = []
+    for weight in vm.get("weights") or []:
+        kind, reason = claims.get(weight["path"], (None, ""))
+        weights.append({**weight, "claim": kind, "claim_reason": reason} if kind else weight)
+    return {**vm, "weights": weights}
+
+
+def _compare(model: Any, x: Any, live: dict, options: dict, max_rate: float) -> Explorer:
+    """Compare mode: a :class:`Comparison` of ``live["algorithm"]`` and its explorer."""
+    from etp_viz.compiler import compile_etrace_graph
+    from etp_viz.live.compare import Comparison
+
+    from .compare import CompareExplorer
+
+    if live.get("mesh") is not None:
+        raise ValueError(
+            "mesh= is for one algorithm; compare mode runs every algorithm on one device."
+        )
+    live.pop("mesh", None)
+    comparison = Comparison(model, x, live.pop("algorithm"), **live)
+    first = next(iter(comparison.sessions.values()))
+    graph = getattr(first.algorithm, "graph", None) or compile_etrace_graph(first.model, x)
+    return CompareExplorer(graph, comparison, max_rate=max_rate, **options)

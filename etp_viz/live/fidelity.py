@@ -16,6 +16,7 @@ so measuring does not change the run.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -30,21 +31,27 @@ __all__ = ["FidelityMeter", "compare_gradients"]
 def compare_gradients(online: dict, reference: dict) -> dict[str, Any]:
     """Cosine and relative error, overall and per parameter (host floats).
 
+    Where the reference gradient is zero (a window whose loss is masked out) the cosine is
+    undefined: None, not 0 (which would read as "orthogonal"), and averages skip it.
+
     >>> import numpy as np
     >>> r = compare_gradients({"w": np.array([1.0, 0.0])}, {"w": np.array([2.0, 0.0])})
     >>> round(r["cosine"], 6), round(r["rel_error"], 6)
     (1.0, 0.5)
+    >>> compare_gradients({"w": np.zeros(2)}, {"w": np.zeros(2)})["cosine"] is None
+    True
     """
 
     def flat(tree: Any) -> np.ndarray:
         leaves = [np.ravel(np.asarray(leaf, np.float64)) for leaf in jax.tree.leaves(tree)]
         return np.concatenate(leaves) if leaves else np.zeros(0)
 
-    def scores(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    def scores(a: np.ndarray, b: np.ndarray) -> dict[str, float | None]:
         norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
-        cosine = float(a @ b / (norm_a * norm_b)) if norm_a > 0 and norm_b > 0 else 0.0
-        rel_error = float(np.linalg.norm(a - b) / norm_b) if norm_b > 0 else float(norm_a)
-        return {"cosine": cosine, "rel_error": rel_error}
+        if norm_b == 0:  # nothing to learn in this window (a masked loss): no direction
+            return {"cosine": None, "rel_error": None if norm_a == 0 else float(norm_a)}
+        cosine = float(a @ b / (norm_a * norm_b)) if norm_a > 0 else 0.0
+        return {"cosine": cosine, "rel_error": float(np.linalg.norm(a - b) / norm_b)}
 
     per_param = {name: scores(flat(online[name]), flat(reference[name])) for name in reference}
     overall = scores(flat(online), flat(reference))
@@ -67,6 +74,8 @@ class FidelityMeter:
         self.snapshots: dict[int, list] = {}
         self._online_grad = None
         self._bptt_grad = None
+        #: wall seconds spent measuring (compare mode subtracts it from the step time)
+        self.seconds = 0.0
 
     def clear(self) -> None:
         self.recent.clear()
@@ -122,6 +131,13 @@ class FidelityMeter:
 
     def measure(self, step: int) -> dict[str, Any]:
         """Replay the window both ways, append the result to the session's history."""
+        began = time.perf_counter()
+        try:
+            return self._measure(step)
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    def _measure(self, step: int) -> dict[str, Any]:
         if self._online_grad is None:
             self._build()
         session = self.session

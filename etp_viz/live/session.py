@@ -87,6 +87,7 @@ SESSION_OPTIONS: dict[str, Any] = {
     "fidelity_every": 0,
     "fidelity_window": 20,
     "mesh": None,
+    "bptt_window": 20,
 }
 
 
@@ -108,9 +109,11 @@ class Session:
         The network (states initialised, or initialised here with ``init_all_states``).
     x : array
         An example input of one step (used to compile the ETrace graph).
-    algorithm : {'d_rtrl', 'es_d_rtrl', 'eprop'} or algorithm instance
-        The online learner (``etp_viz.D_RTRL`` / ``etp_viz.ES_D_RTRL`` / ``etp_viz.EProp``; an
-        instance for options, e.g. ``etp_viz.EProp(model, kappa_filter_decay=0.9)``).
+    algorithm : str or algorithm instance
+        The online learner by name (:data:`~etp_viz.live.sources.LIVE_ALGORITHMS`:
+        ``'d_rtrl'``, ``'es_d_rtrl'``, ``'eprop'``, ``'rtrl'``, ``'snap<n>'``, ``'uoro'``,
+        ``'ostl_recurrent'``, ``'ostl_feedforward'``, ``'bptt'``) or an instance for options,
+        e.g. ``etp_viz.EProp(model, kappa_filter_decay=0.9)``.
     task : teaching task, optional
         ``etp_viz.tasks.*``: gives the data (``step_data(t)``) and the loss.
     data : callable or iterable, optional
@@ -144,6 +147,8 @@ class Session:
         started at 0 (and the last step of each shorter frame).
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
+    bptt_window : int
+        The window of ``algorithm='bptt'`` (truncated BPTT, :class:`etp_viz.TruncatedBPTT`).
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis (states and traces sharded, weights
         replicated; :mod:`etp_viz.learn.sharding`); the status line names the devices.
@@ -170,7 +175,9 @@ class Session:
         self.optimizer = build_optimizer(opts["optimizer"], opts["learning_rate"])
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
-        self.algorithm = build_algorithm(model, opts["algorithm"], opts["decay"], opts["mesh"])
+        self.algorithm = build_algorithm(
+            model, opts["algorithm"], opts["decay"], opts["mesh"], int(opts["bptt_window"])
+        )
         self.algorithm.compile_graph(x)
         self.probe = Probe(self.algorithm, model)
         self.params = self.probe.param_states
@@ -575,10 +582,13 @@ class Session:
             lines.append(f"final loss {float(self.history.loss[-1]):.4g}")
         if self.history.fidelity:
             last = self.history.fidelity[-1]
-            lines.append(
-                f"fidelity at step {last['step']}: cosine {last['cosine']:.3f}, "
-                f"relative error {last['rel_error']:.3f}"
-            )
+            if last["cosine"] is None:
+                lines.append(f"fidelity at step {last['step']}: no gradient in the window")
+            else:
+                lines.append(
+                    f"fidelity at step {last['step']}: cosine {last['cosine']:.3f}, "
+                    f"relative error {last['rel_error']:.3f}"
+                )
         if self.history.failure:
             lines.append(self.history.failure["message"])
         if self.error:

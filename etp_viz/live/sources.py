@@ -14,16 +14,33 @@ import jax.numpy as jnp
 
 __all__ = [
     "ALGORITHM_NAMES",
+    "LIVE_ALGORITHMS",
     "DataSource",
     "UserCodeError",
     "algorithm_name",
     "build_algorithm",
     "build_optimizer",
+    "live_algorithm_name",
     "resolve_loss",
 ]
 
-#: Algorithm names accepted by ``show(..., algorithm=...)``.
+#: Algorithm names whose gradient claims are known by name (the static explorer's
+#: ``show(model, x, algorithm=...)`` and ``verify``).
 ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl", "eprop")
+#: Every name a live session (and compare mode) builds: the ETP learners, the influence-matrix
+#: learners (``"snap<n>"`` for any n >= 1) and ``"bptt"``, truncated BPTT over
+#: ``bptt_window`` steps (the reference line of compare mode).
+LIVE_ALGORITHMS = (
+    *ALGORITHM_NAMES,
+    "rtrl",
+    "snap1",
+    "snap2",
+    "uoro",
+    "ostl_recurrent",
+    "ostl_feedforward",
+    "bptt",
+)
+_LIVE_ALIASES = {"ostl": "ostl_recurrent", "tbptt": "bptt", "truncated_bptt": "bptt"}
 
 
 class UserCodeError(RuntimeError):
@@ -210,9 +227,57 @@ def algorithm_name(algorithm: str) -> str:
     return name
 
 
-def build_algorithm(model: Any, algorithm: Any, decay: Any, mesh: Any = None) -> Any:
-    """``'d_rtrl'`` → ``D_RTRL(model)``; ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``;
-    ``'eprop'`` → ``EProp(model)`` (each with ``mesh``); an instance is used as is."""
+def live_algorithm_name(algorithm: str) -> str:
+    """The canonical live-session name (``'SnAp-2'`` → ``'snap2'``, ``'ostl'`` →
+    ``'ostl_recurrent'``); an unknown one is a ValueError naming the valid ones.
+
+    >>> live_algorithm_name("SnAp-3"), live_algorithm_name("TBPTT")
+    ('snap3', 'bptt')
+    """
+    name = str(algorithm).lower().replace("-", "_")
+    name = _LIVE_ALIASES.get(name, name)
+    if name.startswith("snap"):
+        order = name[4:].lstrip("_")
+        if order.isdigit() and int(order) >= 1:
+            return f"snap{int(order)}"
+    if name not in LIVE_ALGORITHMS:
+        raise ValueError(
+            f"Unknown algorithm {algorithm!r}. Valid names: {list(LIVE_ALGORITHMS)} (any "
+            "'snap<n>', n >= 1), or pass an algorithm instance."
+        )
+    return name
+
+
+def _build_named(model: Any, name: str, decay: Any, mesh: Any, window: int) -> Any:
+    """The learner a live name stands for (``mesh`` only where the learner takes one)."""
+    from etp_viz import learn
+
+    if name in ("d_rtrl", "eprop"):
+        return (learn.D_RTRL if name == "d_rtrl" else learn.EProp)(model, mesh=mesh)
+    if name in ("es_d_rtrl", "ostl_feedforward"):
+        cls = learn.ES_D_RTRL if name == "es_d_rtrl" else learn.OSTLFeedforward
+        return cls(model, decay, mesh=mesh)
+    if mesh is not None:
+        raise ValueError(
+            f"mesh= applies to the ETP learners (d_rtrl, es_d_rtrl, eprop, ostl_feedforward); "
+            f"{name!r} keeps a whole-step influence matrix and runs on one device."
+        )
+    if name.startswith("snap"):
+        return learn.SnAp(model, n=int(name[4:]))
+    if name == "bptt":
+        return learn.TruncatedBPTT(model, window=window)
+    return {"rtrl": learn.RTRL, "uoro": learn.UORO, "ostl_recurrent": learn.OSTLRecurrent}[name](
+        model
+    )
+
+
+def build_algorithm(
+    model: Any, algorithm: Any, decay: Any, mesh: Any = None, window: int = 20
+) -> Any:
+    """A learner from a live name (:data:`LIVE_ALGORITHMS`: ``'d_rtrl'`` → ``D_RTRL(model)``,
+    ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``, ``'snap2'`` → ``SnAp(model, n=2)``,
+    ``'bptt'`` → ``TruncatedBPTT(model, window)``, ...; ``mesh`` for the ETP learners); an
+    instance is used as is."""
     if not isinstance(algorithm, str):
         if mesh is not None and getattr(algorithm, "mesh", None) is not mesh:
             raise ValueError(
@@ -223,23 +288,9 @@ def build_algorithm(model: Any, algorithm: Any, decay: Any, mesh: Any = None) ->
         missing = [name for name in needed if not hasattr(algorithm, name)]
         if missing or not callable(algorithm):
             raise TypeError(
-                f"`algorithm` must be one of {list(ALGORITHM_NAMES)} or an etp_viz algorithm "
+                f"`algorithm` must be one of {list(LIVE_ALGORITHMS)} or an etp_viz algorithm "
                 f"instance (e.g. etp_viz.D_RTRL(model)); {type(algorithm).__name__} lacks "
                 f"{missing or ['__call__']}."
             )
         return algorithm
-    name = algorithm_name(algorithm)
-    try:
-        from etp_viz import learn
-    except ImportError as error:  # pragma: no cover - learn is part of the package
-        raise ImportError(f"etp_viz.learn could not be imported: {error}") from error
-    cls_name = {"d_rtrl": "D_RTRL", "es_d_rtrl": "ES_D_RTRL", "eprop": "EProp"}[name]
-    cls = getattr(learn, cls_name, None)
-    if cls is None:
-        raise ImportError(
-            f"etp_viz.learn does not provide {cls_name} in this installation, so a live "
-            "session cannot run. The static explorer (`etp_viz.show(model, x)`) still works."
-        )
-    if name == "es_d_rtrl":
-        return cls(model, decay, mesh=mesh)
-    return cls(model, mesh=mesh)
+    return _build_named(model, live_algorithm_name(algorithm), decay, mesh, window)

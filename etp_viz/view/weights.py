@@ -161,22 +161,40 @@ def weight_claim(ann: Any, path: str) -> dict[str, Any]:
     leaves = ann.claims_of(path)
     if not leaves:
         return {}
-    kinds = {c.kind for _, c in leaves}
-    worst = min(kinds, key=lambda k: _CLAIM_ORDER.get(k, -1))
-    reasons = list(dict.fromkeys(c.reason for _, c in leaves if c.kind == worst and c.reason))
-    if len(kinds) > 1:
-        reasons.append(", ".join(f"{k}: {c.kind}" for k, c in leaves))
+    worst, reason = combine_leaf_claims(leaves)
     dropped = [int(i) for _, c in leaves for i in getattr(c, "dropped", ())]
     # the first few (in equation order): a deep stack's first layer drops a term in every
     # layer above it, and the graph draws each weight's terms only when it is selected
     dropped_nodes = ann.eqn_ids(sorted(set(dropped))[:MAX_DROPPED_NODES])
     return {
         "claim": worst,
-        "claim_reason": "; ".join(reasons),
+        "claim_reason": reason,
         "leaf_claims": tuple((k, c.kind, c.reason) for k, c in leaves),
         "dropped_nodes": dropped_nodes,
         "dropped_edges": ann.edges_into(dropped_nodes),
     }
+
+
+def combine_leaf_claims(leaves: list[tuple[str, Any]]) -> tuple[str, str]:
+    """``(kind, reason)`` of a ParamState from its leaves' ``[(leaf path, claim)]``: the worst
+    kind, the reasons of the leaves that have it, and each leaf's kind when they differ."""
+    kinds = {c.kind for _, c in leaves}
+    worst = min(kinds, key=lambda k: _CLAIM_ORDER.get(k, -1))
+    reasons = list(dict.fromkeys(c.reason for _, c in leaves if c.kind == worst and c.reason))
+    if len(kinds) > 1:
+        reasons.append(", ".join(f"{k}: {c.kind}" for k, c in leaves))
+    return worst, "; ".join(reasons)
+
+
+def claims_by_weight(claims: Any) -> dict[str, tuple[str, str]]:
+    """``{ParamState path: (kind, reason)}`` from a learner's leaf claims
+    (``graph.gradient_claims(alg)``): what compare mode puts beside each weight, one entry
+    per algorithm."""
+    grouped: dict[str, list] = {}
+    for key, claim in claims.items():
+        owner = path_text(claim.weight_path) if claim.weight_path else key
+        grouped.setdefault(owner, []).append((key, claim))
+    return {path: combine_leaf_claims(leaves) for path, leaves in grouped.items()}
 
 
 _STATUS_WORDS = {"online": "online", "exact": "readout", "not_learned": "not learned"}

@@ -157,19 +157,27 @@ export function weightRow(w, active, select) {
   return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
     "data-claim": w.claim || "", title: `${w.path} (${status})${groups}`, onclick: () => select({ kind: "weight", id: w.path }) },
   h("span", { class: `etp-status status-${w.status}${claim}` }, status),
+  ...(w.claims || []).map((/** @type {any} */ c) => h("span", { class: `etp-claim-chip claim-${c.claim}`, "data-algorithm-claim": `${c.algorithm}:${c.claim}`,
+    title: `${c.algorithm}: ${c.claim}${c.reason ? ` — ${c.reason}` : ""}` }, `${c.algorithm} ${CLAIM_MARK[/** @type {keyof CLAIM_MARK} */ (c.claim)] || "?"}`)),
   w.verified ? h("span", { class: `etp-verified-mark ${w.verified_ok ? "ok" : "bad"}`, "data-verified-mark": w.verified_ok ? "ok" : "bad",
     title: w.verified }, w.verified_ok ? "✓" : "✗") : null,
   h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups));
 }
 
+/** Compare mode: the mark of each algorithm's claim on a weight row. */
+const CLAIM_MARK = { exact: "= exact", approximate: "≈ approx.", none: "∅ none" };
+
 /** The reason and suggested fix of the selected weight (shown under the weights list). */
 export function weightDetail(/** @type {any} */ w) {
   const claim = w.claim && w.claim !== "none" && w.claim_reason
     ? h("div", { class: "etp-claim", "data-claim-detail": w.claim }, h("b", {}, `${w.claim}: `), w.claim_reason) : null;
+  const perAlgorithm = (w.claims || []).length ? h("div", { class: "etp-claims", "data-claims-detail": w.path },
+    ...w.claims.map((/** @type {any} */ c) => h("div", { class: "etp-claim", "data-algorithm": c.algorithm },
+      h("b", {}, `${c.algorithm}: ${c.claim}`), c.reason ? ` — ${c.reason}` : ""))) : null;
   const verified = w.verified ? h("div", { class: "etp-verified", "data-verified": w.path },
     h("b", {}, "measured: "), w.verified) : null;
   return h("div", { class: "etp-detail", "data-detail": w.path },
-    w.reason ? h("div", { class: "etp-reason" }, w.reason) : null, claim, verified,
+    w.reason ? h("div", { class: "etp-reason" }, w.reason) : null, claim, perAlgorithm, verified,
     w.fix ? h("div", { class: "etp-fix" }, h("b", {}, "Suggested fix: "), w.fix) : null);
 }
 
@@ -234,7 +242,8 @@ export function inspectorPanel(index, selected, actions) {
     const w = index.weights.get(id);
     return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, w.path),
       table([["status", statusText(w)], ["groups", (w.groups || []).join(", ")],
-        ["reason", w.reason], ["claim", w.claim_reason], ["measured", w.verified],
+        ["reason", w.reason], ["claim", w.claim_reason],
+        ["claims", (w.claims || []).map((/** @type {any} */ c) => `${c.algorithm}: ${c.claim}`).join("; ")], ["measured", w.verified],
         ["per leaf", (w.leaf_claims || []).map((/** @type {any[]} */ c) => `${c[0]}: ${c[1]}`).join("; ")],
         ["dropped terms", (w.dropped_nodes || []).join(", ")],
         ["suggested fix", w.fix], ["boundary", (w.boundary_nodes || []).join(", ")]]));

@@ -38,6 +38,21 @@
  * @property {number | null} [decay]  ES-D-RTRL alpha_x; null for other algorithms
  * @property {number} [steps_per_frame]
  * @property {string[] | null} [record]  series sent to the page (null: all)
+ * @property {CompareRow[]} [compare]  compare mode only: one row per algorithm (the cost table)
+ */
+
+/**
+ * @typedef {object} CompareRow  one algorithm of compare mode (`Comparison.rows()` in
+ *   etp_viz/live/compare.py); missing measurements are null
+ * @property {string} algorithm
+ * @property {number} step
+ * @property {number | null} loss  mean loss of the last 50 steps
+ * @property {number | null} cosine  mean fidelity cosine over its checkpoints
+ * @property {number | null} rel_error
+ * @property {number | null} ms_per_step  median wall time per step (compiles and fidelity replays excluded)
+ * @property {number} state_bytes  bytes of the learner's own state (traces, influence, buffers)
+ * @property {boolean} halted
+ * @property {string | null} [failure]
  */
 
 /**
@@ -68,8 +83,10 @@
 /**
  * @typedef {object} LivePanelSpec
  * @property {string} name
- * @property {"line"|"heatmap"|"fidelity"|"bars"} kind
+ * @property {"line"|"heatmap"|"fidelity"|"bars"|"compare"} kind
  * @property {string} [title]
+ * @property {string[]} [labels]  kind "compare": the algorithms, in the order of the data's
+ *   first axis (`[k, m, 2]`: m rows of (step, value) per algorithm, NaN-padded)
  */
 
 /**

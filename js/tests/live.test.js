@@ -1,9 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { smooth, quantile, symmetricRange, relationOf, relationMagnitudes, seriesFromHistory } from "../src/live/series.js";
+import { smooth, smoothRows, quantile, symmetricRange, relationOf, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory } from "../src/live/series.js";
 import { diverging, sequential } from "../src/live/colormap.js";
 import { logPositions } from "../src/live/graph-colour.js";
-import { panelOf } from "../src/live/index.js";
+import { panelOf, formatBytes } from "../src/live/index.js";
 import { measuredRows } from "../src/live/plots.js";
 
 test("smoothing is an EMA that keeps NaN gaps", () => {
@@ -57,4 +57,37 @@ test("a saved history becomes series (null -> NaN, heatmaps [T, units], fidelity
 test("heatmaps skip rows that were not measured", () => {
   const data = Float32Array.from([NaN, NaN, 1, 2, NaN, NaN, 3, NaN]);
   assert.deepEqual(measuredRows(data, 4, 2), [1, 3]);
+});
+
+test("compare mode: a saved {algorithm: history} becomes [k, m, 2] rows in label order, NaN-padded", () => {
+  const history = { compare: {
+    d_rtrl: { steps: [0, 1, 2], metrics: { loss: [3, 2, null] }, fidelity: [{ step: 2, cosine: 0.5, rel_error: 0.9 }] },
+    bptt: { steps: [0, 1], metrics: { loss: [4, 1] }, fidelity: [{ step: 2, cosine: null, rel_error: null }] },
+  } };
+  const specs = [{ name: "loss", kind: "compare", labels: ["bptt", "d_rtrl"] }, { name: "cosine", kind: "compare", labels: ["bptt", "d_rtrl"] }];
+  const series = compareSeriesFromHistory(history, specs);
+  const loss = series.get("loss");
+  assert.deepEqual(loss.shape, [2, 3, 2]);
+  // bptt (first label) has 2 rows: one NaN padding row in front
+  assert.ok(Number.isNaN(loss.data[0]));
+  assert.deepEqual([...loss.data.slice(2, 6)], [0, 4, 1, 1]);
+  assert.deepEqual([...loss.data.slice(6, 10)], [0, 3, 1, 2]);
+  assert.ok(Number.isNaN(loss.data[11]));  // null loss -> NaN
+  const cosine = series.get("cosine");
+  assert.deepEqual(cosine.shape, [2, 1, 2]);
+  assert.ok(Number.isNaN(cosine.data[1]));  // no gradient in the window: undefined, not 0
+  assert.equal(cosine.data[3], 0.5);
+});
+
+test("compare mode: smoothing acts on each algorithm's values, not on the steps", () => {
+  const data = Float32Array.from([0, 2, 1, 4, 0, 10, 1, 20]);
+  const out = smoothRows(data, [2, 2, 2], 0.5);
+  assert.deepEqual([...out], [0, 2, 1, 3, 0, 10, 1, 15]);
+  assert.equal(smoothRows(data, [2, 2, 2], 0), data);
+});
+
+test("learner-state bytes are formatted like Python's format_bytes", () => {
+  assert.equal(formatBytes(512), "512 B");
+  assert.equal(formatBytes(3 * 2 ** 20), "3.0 MiB");
+  assert.equal(formatBytes(null), "–");
 });

@@ -110,8 +110,8 @@ def test_bad_frame_options_say_what_is_allowed(option, value):
 
 
 def test_bad_algorithm_name_lists_valid_ones():
-    with pytest.raises(ValueError, match=r"Unknown algorithm 'bptt'.*d_rtrl"):
-        make_session(algorithm="bptt")
+    with pytest.raises(ValueError, match=r"Unknown algorithm 'bptx'.*d_rtrl.*snap<n>"):
+        make_session(algorithm="bptx")
 
 
 def test_no_data_is_an_error_that_teaches():

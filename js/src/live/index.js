@@ -10,11 +10,16 @@
  * messages carry the recent window of a series, `live_status` the session state, requests
  * `live_step/run/pause/reset/set` drive it, `error` holds failures. A saved page (no kernel)
  * has `live_history` in its state: the recorded run is drawn statically, controls disabled.
+ *
+ * Compare mode (`CompareExplorer` in etp_viz/explorer/compare.py): panels of kind "compare"
+ * overlay one line per algorithm (`labels`), `live_status.compare` fills the cost table (step,
+ * loss, fidelity, ms per step, learner-state memory per algorithm); Step/Run/Pause/Reset act on
+ * every algorithm. A saved compare page has `live_history.compare`: `{algorithm: history}`.
  */
 import { h } from "../dom.js";
 import { LINE_COLOURS } from "./colormap.js";
-import { drawLines, drawHeatmap, drawFidelity, drawRamp, formatNumber } from "./plots.js";
-import { smooth, relationMagnitudes, seriesFromHistory } from "./series.js";
+import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, formatNumber } from "./plots.js";
+import { smooth, smoothRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory } from "./series.js";
 import { colourGraph } from "./graph-colour.js";
 import { LIVE_CSS } from "./style.js";
 
@@ -93,6 +98,7 @@ export class LivePanels {
       onchange: () => { this.settings.trim = Number(this.trimSelect.value); this.redrawAll(); } },
     TRIMS.map(([value, text]) => h("option", { value, selected: Number(value) === this.settings.trim }, text))));
     this.statusEl = h("span", { class: "etp-live-status", "data-live-status": "" });
+    this.compareTable = h("table", { class: "etp-live-compare", "data-live-compare": "", hidden: true });
     this.noteEl = h("span", { class: "etp-live-note", "data-live-note": "", hidden: !this.isStatic },
       "Recorded run (saved page, no kernel): controls are disabled.");
     this.legendCanvas = /** @type {HTMLCanvasElement} */ (h("canvas", { width: 120, height: 22, "data-live-legend": "" }));
@@ -103,7 +109,7 @@ export class LivePanels {
       this.trimSelect, this.legendEl, this.statusEl, this.noteEl);
     this.errorEl = h("div", { class: "etp-live-error", role: "alert", "data-live-error": "", hidden: true });
     this.grid = h("div", { class: "etp-live-grid" });
-    this.container.replaceChildren(h("style", {}, LIVE_CSS), this.controls, this.errorEl, this.grid);
+    this.container.replaceChildren(h("style", {}, LIVE_CSS), this.controls, this.errorEl, this.compareTable, this.grid);
     if (this.isStatic) for (const el of this.controls.querySelectorAll("button, input, select")) {
       if (el !== this.trimSelect) /** @type {HTMLInputElement} */ (el).disabled = true;
     }
@@ -125,8 +131,16 @@ export class LivePanels {
     }
     this.grid.replaceChildren(...boxes);
     this.container.hidden = this.specs.length === 0;
+    this.compareMode = this.specs.some((s) => s.kind === "compare");
     this.buildRecordList();
-    if (this.isStatic) this.series = seriesFromHistory(this.history, this.specs);
+    // compare mode: no single algorithm to verify, no decay to set, nothing to (de)select
+    this.buttons.verify.hidden = this.compareMode;
+    if (this.compareMode) { this.recordBox.hidden = true; this.decayLabel.hidden = true; }
+    if (this.isStatic) {
+      this.series = this.history && this.history.compare
+        ? compareSeriesFromHistory(this.history, this.specs) : seriesFromHistory(this.history, this.specs);
+    }
+    this.onStatus(this.status);
     this.redrawAll();
   }
 
@@ -148,7 +162,7 @@ export class LivePanels {
   }
 
   buildRecordList() {
-    const names = this.specs.map((s) => s.name).filter((n) => n !== "loss");
+    const names = this.specs.filter((s) => s.kind !== "compare").map((s) => s.name).filter((n) => n !== "loss");
     this.recordBox.hidden = names.length === 0;
     this.recordList.replaceChildren(...names.map((name) => {
       const box = /** @type {HTMLInputElement} */ (h("input", { type: "checkbox", "data-record": name, checked: !this.hiddenSeries || !this.hiddenSeries.has(name),
@@ -213,7 +227,12 @@ export class LivePanels {
     const series = this.series.get(id);
     if (!spec) return;
     const lastStep = series && series.lastStep >= 0 ? series.lastStep : undefined;
-    if (spec.kind === "heatmap") {
+    if (spec.kind === "compare") {
+      const data = series ? (id === "loss" ? smoothRows(series.data, series.shape, this.settings.smoothing) : series.data) : new Float32Array(0);
+      const drawn = drawCompare(canvas, data, series ? series.shape : [0, 0, 2], spec.labels || [],
+        { colours: LINE_COLOURS, logY: id === "loss" && this.settings.lossLog });
+      canvas.dataset.lines = String(drawn ? drawn.lines : 0);
+    } else if (spec.kind === "heatmap") {
       drawHeatmap(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 0], { trim: this.settings.trim, lastStep, steps: series ? series.steps : undefined });
     } else if (spec.kind === "fidelity") {
       drawFidelity(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 3]);
@@ -265,11 +284,12 @@ export class LivePanels {
     const meta = (this.history && this.history.meta) || {};
     const device = this.status.device || meta.device || "?";
     const algorithm = this.status.algorithm || meta.algorithm || "";
-    const step = this.isStatic ? (this.history.steps || []).length : this.status.step ?? 0;
+    const step = this.isStatic && !this.history.compare ? (this.history.steps || []).length : this.status.step ?? 0;
     const state = this.isStatic ? "recorded" : this.status.halted ? "halted" : this.status.running ? "running" : "paused";
     this.statusEl.textContent = `step ${step} · ${algorithm} · device ${device} · ${state}`;
     const decay = this.status.decay ?? (meta.algorithm === "es_d_rtrl" ? meta.decay : null);
-    this.decayLabel.hidden = decay == null;
+    this.decayLabel.hidden = decay == null || Boolean(this.compareMode);
+    this.renderCompare(Array.isArray(this.status.compare) ? this.status.compare : null);
     if (decay != null && document.activeElement !== this.decayInput) this.decayInput.value = String(Number(decay));
     if (this.status.steps_per_frame && document.activeElement !== this.framesInput) this.framesInput.value = String(this.status.steps_per_frame);
     if (Array.isArray(this.status.record) && !this.isStatic) {
@@ -284,6 +304,22 @@ export class LivePanels {
       this.buttons.pause.disabled = !running;
       this.buttons.verify.disabled = running;
     }
+  }
+
+  /**
+   * Compare mode's cost table: one row per algorithm, its colour the one of its lines.
+   * @param {import("../types.js").CompareRow[] | null} rows
+   */
+  renderCompare(rows) {
+    this.compareTable.hidden = !rows || !rows.length;
+    if (!rows || !rows.length) return;
+    const fmt = (/** @type {any} */ v) => (v == null || !Number.isFinite(Number(v)) ? "–" : formatNumber(Number(v)));
+    const head = h("tr", {}, ...["algorithm", "step", "loss (last 50)", "cosine vs BPTT", "rel. error", "ms / step", "learner state"].map((t) => h("th", {}, t)));
+    const body = rows.map((row, i) => h("tr", { "data-compare-row": row.algorithm, class: row.halted ? "halted" : "", title: row.failure || "" },
+      h("td", {}, h("span", { class: "etp-swatch-line", style: { background: LINE_COLOURS[i % LINE_COLOURS.length] } }), row.algorithm, row.halted ? " (halted)" : ""),
+      h("td", {}, String(row.step)), h("td", {}, fmt(row.loss)), h("td", {}, fmt(row.cosine)), h("td", {}, fmt(row.rel_error)),
+      h("td", { "data-compare-ms": row.algorithm }, fmt(row.ms_per_step)), h("td", {}, formatBytes(row.state_bytes))));
+    this.compareTable.replaceChildren(head, ...body);
   }
 
   /** A failure (non-finite step, user-code error) shown in the live region, with the step. */
@@ -301,4 +337,13 @@ export class LivePanels {
     if (this.model) for (const [event, cb] of this.listeners) this.model.off(event, cb);
     if (this.app && this.app.el) this.app.el.removeEventListener("etp-rendered", this.onRendered);
   }
+}
+
+/** `1536` -> "1.5 KiB" (mirrors etp_viz.live.compare.format_bytes). */
+export function formatBytes(/** @type {number} */ n) {
+  if (n == null || !Number.isFinite(Number(n))) return "–";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let value = Number(n), unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
 }

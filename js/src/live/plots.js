@@ -240,3 +240,68 @@ export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type 
     { values: relError, colour: "#ff7f0e", label: `rel. error ${n ? formatNumber(relError[n - 1]) : ""}` },
   ], { yMin: 0, yMax: 1, xLabels });
 }
+
+/**
+ * Compare mode: one line per algorithm on a shared step axis. `data` is `[k, m, 2]` (for
+ * algorithm i, m rows of (step, value); NaN rows are padding or "not measured" and are
+ * skipped, the measured points joined). Colours follow `colours`; the legend names each line
+ * with its last value.
+ * @param {HTMLCanvasElement} canvas
+ * @param {Float32Array} data
+ * @param {number[]} shape
+ * @param {string[]} labels
+ * @param {{colours: string[], logY?: boolean}} options
+ * @returns {{min: number, max: number, lines: number} | null}  the y range drawn and the lines with data
+ */
+export function drawCompare(canvas, data, shape, labels, options) {
+  const frame = begin(canvas, 8);
+  if (!frame) return null;
+  const { ctx, box } = frame;
+  const [k, m] = shape.length === 3 ? shape : [0, 0];
+  const logY = Boolean(options.logY);
+  const transform = (/** @type {number} */ v) => (logY ? (v > 0 ? Math.log10(v) : NaN) : v);
+  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+  /** @type {{points: [number, number][], colour: string, label: string}[]} */
+  const lines = [];
+  for (let i = 0; i < k; i++) {
+    /** @type {[number, number][]} */
+    const points = [];
+    for (let r = 0; r < m; r++) {
+      const step = data[(i * m + r) * 2], value = transform(data[(i * m + r) * 2 + 1]);
+      if (!Number.isFinite(step) || !Number.isFinite(value)) continue;
+      points.push([step, value]);
+      x0 = Math.min(x0, step); x1 = Math.max(x1, step); y0 = Math.min(y0, value); y1 = Math.max(y1, value);
+    }
+    const colour = options.colours[i % options.colours.length];
+    const last = points.length ? points[points.length - 1][1] : NaN;
+    lines.push({ points, colour, label: `${labels[i] ?? `#${i}`} ${Number.isFinite(last) ? formatNumber(logY ? 10 ** last : last) : "–"}` });
+  }
+  if (!Number.isFinite(y0)) {
+    emptyMessage(ctx, box, m ? (logY ? "no positive values (log-y)" : "no finite values yet") : "no data yet");
+    return null;
+  }
+  const [dataMin, dataMax] = [y0, y1];
+  if (y1 - y0 < 1e-12) { y0 -= 0.5; y1 += 0.5; }
+  const pad = (y1 - y0) * 0.05;
+  y0 -= pad; y1 += pad;
+  const xOf = (/** @type {number} */ s) => box.x + (x1 > x0 ? ((s - x0) / (x1 - x0)) * box.w : box.w / 2);
+  const yOf = (/** @type {number} */ v) => box.y + box.h - ((v - y0) / (y1 - y0)) * box.h;
+  const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
+  axes(ctx, box, [label(dataMax), label(dataMin)], [`step ${x0}`, `step ${x1}`]);
+  let drawn = 0;
+  lines.forEach((line, i) => {
+    ctx.strokeStyle = line.colour;
+    ctx.fillStyle = line.colour;
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    line.points.forEach(([s, v], j) => {
+      if (j === 0) ctx.moveTo(xOf(s), yOf(v)); else ctx.lineTo(xOf(s), yOf(v));
+      if (line.points.length < 40) ctx.fillRect(xOf(s) - 1.5, yOf(v) - 1.5, 3, 3);
+    });
+    ctx.stroke();
+    if (line.points.length) drawn++;
+    ctx.textAlign = "right";
+    ctx.fillText(line.label, box.x + box.w - 3, box.y + 11 + 11 * i);
+  });
+  return { min: y0, max: y1, lines: drawn };
+}

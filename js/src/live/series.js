@@ -130,3 +130,56 @@ export function seriesFromHistory(history, specs, window = 500) {
   }
   return out;
 }
+
+/**
+ * `smooth` applied to the values of a compare-mode `[k, m, 2]` array (rows of (step, value)),
+ * each algorithm on its own; a new array.
+ * @param {Float32Array} data
+ * @param {number[]} shape
+ * @param {number} alpha
+ */
+export function smoothRows(data, shape, alpha) {
+  if (!alpha || shape.length !== 3) return data;
+  const [k, m] = shape;
+  const out = Float32Array.from(data);
+  for (let i = 0; i < k; i++) {
+    const values = new Float32Array(m);
+    for (let r = 0; r < m; r++) values[r] = data[(i * m + r) * 2 + 1];
+    smooth(values, alpha).forEach((v, r) => { out[(i * m + r) * 2 + 1] = v; });
+  }
+  return out;
+}
+
+/**
+ * Compare-mode series from a saved page's `live_history.compare` (`{algorithm:
+ * History.to_json()}`): per "compare" panel, `[k, m, 2]` rows of (step, value) in the order of
+ * the panel's `labels` (loss per step; `cosine` / `rel_error` per fidelity checkpoint).
+ * @param {any} history
+ * @param {{name: string, kind: string, labels?: string[]}[]} specs
+ * @returns {Map<string, Series>}
+ */
+export function compareSeriesFromHistory(history, specs, window = 500) {
+  /** @type {Map<string, Series>} */
+  const out = new Map();
+  const runs = (history && history.compare) || {};
+  for (const spec of specs) {
+    if (spec.kind !== "compare") continue;
+    const rows = (spec.labels || []).map((label) => {
+      const run = runs[label] || {};
+      if (spec.name === "loss") {
+        const steps = run.steps || [], loss = (run.metrics && run.metrics.loss) || [];
+        return steps.map((/** @type {number} */ s, /** @type {number} */ t) => [Number(s), loss[t] == null ? NaN : Number(loss[t])]).slice(-window);
+      }
+      return (run.fidelity || []).map((/** @type {any} */ f) => [Number(f.step), f[spec.name] == null ? NaN : Number(f[spec.name])]).slice(-window);
+    });
+    const m = Math.max(0, ...rows.map((r) => r.length));
+    const data = new Float32Array(rows.length * m * 2).fill(NaN);
+    rows.forEach((r, i) => r.forEach(([s, v], j) => {
+      const at = (i * m + (m - r.length) + j) * 2;
+      data[at] = s; data[at + 1] = v;
+    }));
+    const last = Math.max(-1, ...rows.flatMap((r) => (r.length ? [r[r.length - 1][0]] : [])));
+    out.set(spec.name, { data, shape: [rows.length, m, 2], lastStep: last });
+  }
+  return out;
+}

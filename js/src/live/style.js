@@ -19,5 +19,11 @@ export const LIVE_CSS = `
 .etp-live-panel-head input[type=range] { width: 70px; }
 .etp-live-legend { display: inline-flex; gap: 4px; align-items: center; color: #444; }
 .etp-live-record { position: relative; }
+.etp-live-compare { border-collapse: collapse; font-size: 12px; margin: 2px 0; }
+.etp-live-compare th, .etp-live-compare td { padding: 1px 8px; text-align: right; border-bottom: 1px solid #eee; }
+.etp-live-compare th:first-child, .etp-live-compare td:first-child { text-align: left; }
+.etp-live-compare tr.halted td { color: #a33; }
+.etp-live-compare[hidden] { display: none; }
+.etp-swatch-line { display: inline-block; width: 14px; height: 3px; margin-right: 5px; vertical-align: middle; }
 .etp-live-record > div { position: absolute; z-index: 2; background: #fff; border: 1px solid #ccc; padding: 4px; max-height: 200px; overflow: auto; white-space: nowrap; }
 `;

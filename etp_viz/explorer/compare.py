@@ -1,0 +1,255 @@
+"""Compare mode of the explorer: ``show(model, x, task=..., algorithm=[...])``.
+
+A :class:`CompareExplorer` is the graph explorer bound to a
+:class:`~etp_viz.live.compare.Comparison` (one session per algorithm, lockstep, same initial
+weights and data). Its live panels overlay one line per algorithm (``kind: "compare"``, the
+``labels`` of the spec name them): the loss, and with the fidelity meter on, the cosine and the
+relative error of each online gradient against BPTT. Each panel's message carries a
+``[k, m, 2]`` float32 array: for algorithm ``i``, ``m`` rows of ``(step, value)``, NaN-padded.
+``live_status["compare"]`` holds one row per algorithm (step, mean loss, fidelity, ms per
+step, learner-state bytes, halted) for the cost table; each weight of the view model gets
+``claims``: ``[{"algorithm", "claim", "reason"}]``, one per algorithm. Step/Run/Pause/Reset
+act on every algorithm (requests ``live_step`` / ``live_run`` / ``live_pause`` /
+``live_reset`` / ``live_set``, as for one session).
+
+>>> import etp_viz
+>>> task = etp_viz.tasks.get_task("sine")
+>>> ex = etp_viz.show(task.suggested_model(), task.example_input(), task=task,
+...                   algorithm=["d_rtrl", "eprop"], fidelity_every=0)
+>>> _ = ex.step(4)
+>>> [row["step"] for row in ex.live_status["compare"]]
+[4, 4]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import traitlets
+
+from etp_viz.live.compare import Comparison
+
+from .widget import Explorer
+
+__all__ = ["CompareExplorer"]
+
+#: Points of each algorithm's loss sent to the front end (the recent window).
+COMPARE_WINDOW = 500
+
+
+class CompareExplorer(Explorer):
+    """The explorer with a :class:`Comparison` attached (see the module docstring)."""
+
+    live_status = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, graph: Any, comparison: Comparison, *, max_rate: float = 20.0, **options):
+        options.setdefault("algorithm", None)  # one claim per algorithm instead (below)
+        super().__init__(graph, **options)
+        self.comparison = comparison
+        self.max_rate = float(max_rate)
+        self._last_push = 0.0
+        self._in_run = False
+        self.pushes = 0
+        self.view_model = self._with_claims(self.view_model)
+        labels = list(comparison.labels)
+        panels = [{"name": "loss", "kind": "compare", "title": "loss", "labels": labels}]
+        if int(comparison.options["fidelity_every"]) > 0:
+            window = int(comparison.options["fidelity_window"])
+            panels += [
+                {
+                    "name": "cosine",
+                    "kind": "compare",
+                    "title": f"fidelity: cosine to BPTT over {window} steps",
+                    "labels": labels,
+                },
+                {
+                    "name": "rel_error",
+                    "kind": "compare",
+                    "title": f"fidelity: relative error to BPTT over {window} steps",
+                    "labels": labels,
+                },
+            ]
+        self.live_panels = panels
+        self._requests.update(
+            {
+                "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
+                "live_run": lambda p: self._call(self.run, p.get("n_steps")),
+                "live_pause": lambda p: self._call(self.pause),
+                "live_reset": lambda p: self._call(self.reset),
+                "live_set": self._request_set,
+            }
+        )
+        comparison.observe(self._on_event)
+        self._update_status()
+
+    # -- the Python API (delegates) --------------------------------------------------------
+    def step(self, n: int = 1) -> dict[str, Any]:
+        """``n`` lockstep steps of every algorithm (see :meth:`Comparison.step`)."""
+        return self.comparison.step(n)
+
+    def run(self, n_steps: int | None = None, background: bool = True) -> CompareExplorer:
+        self.comparison.run(n_steps, background=background)
+        return self
+
+    def pause(self) -> None:
+        self.comparison.pause()
+
+    def reset(self) -> None:
+        self.comparison.reset()
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.comparison.wait(timeout)
+
+    @property
+    def histories(self) -> dict[str, Any]:
+        return self.comparison.histories
+
+    def table(self, last: int = 50) -> str:
+        return self.comparison.table(last)
+
+    def verify(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "Compare mode measures every algorithm's fidelity live (the cosine and relative "
+            "error panels); verify one algorithm with etp_viz.verify(model, xs, ys, "
+            "algorithm=...)."
+        )
+
+    def static_images(self) -> list[tuple[str, str]]:
+        """The overlaid loss (and fidelity) plots as base64 PNGs (the static output)."""
+        if all(h.num_steps == 0 for h in self.histories.values()):
+            return []
+        import base64
+        import io
+
+        from etp_viz import plot
+
+        buffer = io.BytesIO()
+        plot.compare(self.histories).savefig(buffer, format="png", dpi=72)
+        return [("compare", base64.b64encode(buffer.getvalue()).decode("ascii"))]
+
+    def frontend_state(self) -> dict[str, Any]:
+        """The synced state and each algorithm's recorded history (what a saved HTML
+        embeds: a page without a kernel draws the recorded run)."""
+        histories = {k: h.to_json() for k, h in self.histories.items()}
+        return super().frontend_state() | {
+            "live_history": {"compare": histories, "meta": {"algorithm": "compare"}},
+            "live_status": dict(self.live_status),
+        }
+
+    # -- claims ------------------------------------------------------------------------------
+    def _with_claims(self, vm: dict | None) -> dict | None:
+        """Each weight of the view model with one claim per algorithm."""
+        if not vm:
+            return vm
+        from etp_viz.view.weights import claims_by_weight
+
+        per_algorithm = {}
+        for label, session in self.comparison.sessions.items():
+            algorithm = session.algorithm
+            graph = getattr(algorithm, "graph", None)
+            try:
+                per_algorithm[label] = claims_by_weight(graph.gradient_claims(algorithm))
+            except Exception as error:  # noqa: BLE001 - a learner that states no claims
+                per_algorithm[label] = {"": ("unknown", f"{type(error).__name__}: {error}")}
+        weights = []
+        for weight in vm.get("weights") or []:
+            claims = []
+            for label, table in per_algorithm.items():
+                kind, reason = table.get(weight["path"], table.get("", ("none", "")))
+                claims.append({"algorithm": label, "claim": kind, "reason": reason})
+            weights.append({**weight, "claims": claims})
+        return {**vm, "weights": weights}
+
+    # -- comparison → front end ------------------------------------------------------------
+    def _on_event(self, _comparison: Comparison, event: str) -> None:
+        now = time.monotonic()
+        if event == "started":
+            self._in_run = True
+        elif event != "frame":
+            self._in_run = False
+        if event == "frame" and self._in_run and now - self._last_push < 1.0 / self.max_rate:
+            return
+        self._last_push = now
+        self.push_history()
+        self._update_status(running=event in ("started", "frame") and self.comparison.running)
+        failures = [
+            f"{label}: {s.history.failure['message']}"
+            for label, s in self.comparison.sessions.items()
+            if s.history.failure
+        ]
+        message = self.comparison.error or "\n".join(failures)
+        if message or event == "reset":
+            self.error = message
+
+    def push_history(self) -> None:
+        """Send every algorithm's recent loss and its fidelity checkpoints."""
+        histories = self.histories
+        if all(h.num_steps == 0 for h in histories.values()):
+            return
+        series: dict[str, list[np.ndarray]] = {p["name"]: [] for p in self.live_panels}
+        for history in histories.values():
+            steps = np.asarray(history.steps[-COMPARE_WINDOW:], np.float64)
+            loss = np.asarray(history.recent("loss", COMPARE_WINDOW), np.float64)
+            series["loss"].append(np.stack([steps[-len(loss) :], loss], axis=1))
+            checkpoints = history.fidelity[-COMPARE_WINDOW:]
+            for name in ("cosine", "rel_error"):
+                if name in series:
+                    rows = [
+                        [f["step"], np.nan if f[name] is None else f[name]] for f in checkpoints
+                    ]
+                    series[name].append(np.asarray(rows, np.float64).reshape(-1, 2))
+        for name, arrays in series.items():
+            self.push_live(name, _pad(arrays), step=int(self.comparison.step_count))
+        self.pushes += 1
+
+    def _call(self, method: Any, *args: Any) -> dict[str, Any]:
+        try:
+            method(*args)
+        finally:
+            self._update_status()
+        return {"step": self.comparison.step_count, "running": self.comparison.running}
+
+    def _update_status(self, running: bool | None = None) -> None:
+        comparison = self.comparison
+        first = next(iter(comparison.sessions.values()))
+        rows = [{k: _jsonable(v) for k, v in row.items()} for row in comparison.rows()]
+        self.live_status = {
+            "step": int(comparison.step_count),
+            "running": comparison.running if running is None else running,
+            "halted": comparison.halted,
+            "device": first.history.meta.get("device", ""),
+            "algorithm": "compare: " + ", ".join(comparison.labels),
+            "decay": None,
+            "steps_per_frame": comparison.steps_per_round,
+            "record": None,
+            "compare": rows,
+        }
+
+    def _request_set(self, params: dict) -> dict[str, Any]:
+        """``live_set``: ``steps_per_frame`` (steps per lockstep round)."""
+        unknown = sorted(set(params) - {"steps_per_frame"})
+        if unknown:
+            raise TypeError(f"live_set got {unknown}; compare mode takes: steps_per_frame")
+        if "steps_per_frame" in params:
+            self.comparison.steps_per_round = max(1, int(params["steps_per_frame"]))
+            self.comparison.auto_round = False
+        self._update_status()
+        return {"steps_per_frame": self.comparison.steps_per_round}
+
+
+def _pad(arrays: list[np.ndarray]) -> np.ndarray:
+    """``[k, m, 2]`` from ``k`` arrays of ``(rows_i, 2)``: NaN rows at the front."""
+    m = max((a.shape[0] for a in arrays), default=0)
+    out = np.full((len(arrays), m, 2), np.nan, np.float32)
+    for i, array in enumerate(arrays):
+        if array.shape[0]:
+            out[i, m - array.shape[0] :] = array
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value

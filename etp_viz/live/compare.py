@@ -1,0 +1,440 @@
+"""Compare mode: several online learners in lockstep on copies of one model.
+
+``etp_viz.show(model, x, task=..., algorithm=["d_rtrl", "eprop", "snap2", "bptt"])`` runs a
+:class:`Comparison`: one :class:`~etp_viz.live.session.Session` per algorithm, each on its own
+deep copy of ``model`` taken *before* any step (so all start from the same weights and hidden
+states), all reading the same data stream and the same loss. Step/Run/Pause act on all of them:
+a round steps every session by the same number of steps, one after the other, so after each
+round every session is at the same step (lockstep). ``"bptt"`` is truncated BPTT over
+``bptt_window`` steps (:class:`etp_viz.TruncatedBPTT`), the reference line.
+
+Per algorithm it measures what a course compares: the loss, the gradient fidelity against BPTT
+(every ``fidelity_every`` steps over ``fidelity_window`` steps; on by default here), the wall
+time per step (frames that compiled and the fidelity replays are not counted) and the memory
+of the learner's own state (traces, influence matrix or window buffers, in bytes; the model's
+own states are the same for all).
+
+>>> import etp_viz
+>>> task = etp_viz.tasks.get_task("sine")
+>>> cmp = Comparison(task.suggested_model(), task.example_input(), task=task,
+...                  algorithms=["d_rtrl", "eprop"], fidelity_every=0)
+>>> _ = cmp.step(8)
+>>> [s.step_count for s in cmp.sessions.values()]
+[8, 8]
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import brainstate
+import jax
+import numpy as np
+
+from .session import SESSION_OPTIONS, Session, check_options
+from .sources import DataSource, UserCodeError, live_algorithm_name
+
+__all__ = ["COMPARE_OPTIONS", "Comparison", "SharedStream", "learner_state_bytes"]
+
+#: Options of :class:`Comparison` (and of ``show(..., algorithm=[...])``) with defaults: the
+#: session options (one value for every algorithm), fidelity on by default.
+COMPARE_OPTIONS: dict[str, Any] = {
+    **{k: v for k, v in SESSION_OPTIONS.items() if k not in ("algorithm", "mesh")},
+    "fidelity_every": 50,
+}
+#: A round (every algorithm stepped once) of an ``'auto'`` run lasts about this long.
+ROUND_SECONDS = 0.1
+#: The most steps per round of an 'auto' run.
+MAX_ROUND = 1024
+#: Per-step times kept per algorithm (the median is shown).
+TIMING_WINDOW = 32
+
+
+class SharedStream:
+    """A one-pass iterable read by several sessions: ``t -> (x_t, y_t)`` over a cache of the
+    items not yet read by every reader (``release(t)`` drops what all readers passed).
+
+    >>> stream = SharedStream(iter([(0, 0), (1, 1), (2, 4)]))
+    >>> stream(1), stream(0), stream(2)
+    ((1, 1), (0, 0), (2, 4))
+    """
+
+    def __init__(self, data: Iterable) -> None:
+        self.data = data
+        self.restart()
+
+    def restart(self) -> None:
+        self._iterator = iter(self.data)
+        self._cache: dict[int, Any] = {}
+        self._next = 0
+
+    def __call__(self, t: int) -> Any:
+        while self._next <= t:
+            self._cache[self._next] = next(self._iterator)
+            self._next += 1
+        if t not in self._cache:
+            raise IndexError(f"step {t} of a one-pass iterable was already released")
+        return self._cache[t]
+
+    def release(self, before: int) -> None:
+        for t in [t for t in self._cache if t < before]:
+            del self._cache[t]
+
+
+def learner_state_bytes(algorithm: Any, model: Any) -> int:
+    """Bytes of the states an online learner keeps beside its model's own (traces, the
+    influence matrix, a window buffer): what grows with the algorithm, not the model."""
+    own = {id(s) for s in brainstate.graph.states(model).values()}
+    total = 0
+    try:
+        states = brainstate.graph.states(algorithm).values()
+    except Exception:  # noqa: BLE001 - an object without brainstate states keeps none
+        return 0
+    for state in states:
+        if id(state) in own:
+            continue
+        total += sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree.leaves(state.value))
+    return total
+
+
+def _label(algorithm: Any) -> str:
+    if isinstance(algorithm, str):
+        return live_algorithm_name(algorithm)
+    name = getattr(algorithm, "__name__", None) or getattr(
+        getattr(algorithm, "func", None), "__name__", type(algorithm).__name__
+    )
+    return "custom" if name == "<lambda>" else str(name).lower()
+
+
+def _check_algorithms(algorithms: Any) -> list[Any]:
+    if isinstance(algorithms, str) or not isinstance(algorithms, list | tuple):
+        raise TypeError(
+            "Compare mode takes a list of algorithms, e.g. algorithm=['d_rtrl', 'eprop', "
+            f"'snap2', 'bptt']; got {algorithms!r}."
+        )
+    if not algorithms:
+        raise ValueError("Compare mode needs at least one algorithm, e.g. ['d_rtrl', 'bptt'].")
+    for algorithm in algorithms:
+        if isinstance(algorithm, brainstate.nn.Module):
+            raise TypeError(
+                f"Compare mode builds each learner on its own copy of the model, so it takes "
+                f"names or factories, not a built {type(algorithm).__name__} instance: pass "
+                "the class (etp_viz.SnAp) or a function of the model, e.g. "
+                "functools.partial(etp_viz.EProp, kappa_filter_decay=0.9) or "
+                "lambda m: etp_viz.SnAp(m, n=3)."
+            )
+        if not isinstance(algorithm, str) and not callable(algorithm):
+            raise TypeError(
+                f"Compare mode: {algorithm!r} is neither an algorithm name nor a function "
+                "model -> learner."
+            )
+    return list(algorithms)
+
+
+class Comparison:
+    """Several online learners run in lockstep from the same initial model (module docstring).
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+        Copied once per algorithm (``copy.deepcopy``) after its states are initialised; the
+        original is not stepped.
+    x : array
+        An example input of one step.
+    algorithms : list
+        Live names (``'d_rtrl'``, ``'es_d_rtrl'``, ``'eprop'``, ``'rtrl'``, ``'snap<n>'``,
+        ``'uoro'``, ``'ostl_recurrent'``, ``'ostl_feedforward'``, ``'bptt'``) or factories
+        ``model -> learner`` (a class such as ``etp_viz.SnAp``, a ``functools.partial``, a
+        lambda). Labels are the names (a factory: its ``__name__``), numbered when repeated.
+    **options
+        :data:`COMPARE_OPTIONS`: ``task`` or ``data``, ``loss``, ``optimizer``,
+        ``learning_rate``, ``decay``, ``bptt_window``, ``steps_per_frame`` (steps per round;
+        'auto': a round lasts about :data:`ROUND_SECONDS`), ``fidelity_every`` (default 50),
+        ``fidelity_window``, ... — one value for every algorithm.
+    """
+
+    def __init__(self, model: Any, x: Any, algorithms: Any, **options: Any) -> None:
+        check_options(options, COMPARE_OPTIONS, "Comparison")
+        opts = {**COMPARE_OPTIONS, **options}
+        algorithms = _check_algorithms(algorithms)
+        if not any(True for _ in model.states(brainstate.HiddenState).values()):
+            brainstate.nn.init_all_states(model)
+        self.model = model
+        self.example_input = x
+        self.options = opts
+        spf = opts["steps_per_frame"]
+        self.auto_round = spf == "auto"
+        self.steps_per_round = 16 if self.auto_round else max(1, int(spf))
+        self.stream = None
+        if opts["data"] is not None and DataSource(opts["data"]).kind == "iterable":
+            self.stream = SharedStream(opts["data"])
+            opts = {**opts, "data": self.stream}
+        session_opts = {k: v for k, v in opts.items() if k in SESSION_OPTIONS}
+        session_opts["steps_per_frame"] = "auto"  # frames inside a session's step(n)
+        labels = [_label(a) for a in algorithms]
+        self.sessions: dict[str, Session] = {}
+        for label, algorithm in zip(labels, algorithms):
+            seen = sum(1 for k in self.sessions if k.split("#")[0] == label)
+            if seen:  # a repeated algorithm: d_rtrl, d_rtrl#2, ...
+                label = f"{label}#{seen + 1}"
+            clone = copy.deepcopy(model)
+            learner = algorithm if isinstance(algorithm, str) else algorithm(clone)
+            try:
+                self.sessions[label] = Session(clone, x, algorithm=learner, **session_opts)
+            except Exception as error:
+                raise type(error)(f"compare mode, algorithm {label!r}: {error}") from error
+        self.labels = list(self.sessions)
+        self._times: dict[str, deque] = {k: deque(maxlen=TIMING_WINDOW) for k in self.labels}
+        self.state_bytes = {
+            k: learner_state_bytes(s.algorithm, s.model) for k, s in self.sessions.items()
+        }
+        self.error: str | None = None
+        self._lock = threading.RLock()
+        self._pause_requested = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[Comparison, str], None]] = []
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def step_count(self) -> int:
+        """The step every running session has reached (the slowest, after a failure)."""
+        counts = [s.step_count for s in self.sessions.values() if not s.halted]
+        return min(counts) if counts else max(s.step_count for s in self.sessions.values())
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def halted(self) -> bool:
+        """True when every session is halted on a non-finite value."""
+        return all(s.halted for s in self.sessions.values())
+
+    @property
+    def histories(self) -> dict[str, Any]:
+        """``{label: History}``."""
+        return {k: s.history for k, s in self.sessions.items()}
+
+    def observe(self, callback: Callable[[Comparison, str], None]) -> None:
+        """``callback(comparison, event)`` after each round (events as :meth:`Session.observe`)."""
+        self._listeners.append(callback)
+
+    def _notify(self, event: str) -> None:
+        for callback in list(self._listeners):
+            callback(self, event)
+
+    # -- stepping ------------------------------------------------------------------------
+    def _advance(self, session: Session, label: str, n: int) -> tuple[bool, float]:
+        """Step one session ``n`` steps and time it (not when a frame compiled; the fidelity
+        replays subtracted). Returns (compiled a frame, seconds spent measuring fidelity)."""
+        frames = len(session._frames)
+        meter = session._fidelity
+        measured = meter.seconds if meter is not None else 0.0
+        began = time.perf_counter()
+        session.step(n)
+        seconds = time.perf_counter() - began
+        fidelity = meter.seconds - measured if meter is not None else 0.0
+        compiled = len(session._frames) != frames
+        if not compiled and n > 0:
+            self._times[label].append(max(seconds - fidelity, 0.0) / n)
+        return compiled, fidelity
+
+    def _round(self, n: int) -> tuple[bool, float]:
+        """Every session that is not halted to step ``target = max step + n`` (lockstep; a
+        session left behind by an error catches up first). Returns (a frame compiled,
+        seconds spent measuring fidelity)."""
+        active = {k: s for k, s in self.sessions.items() if not s.halted}
+        compiled, fidelity = False, 0.0
+        if not active:
+            return compiled, fidelity
+        target = max(s.step_count for s in active.values()) + n
+        for label, session in active.items():
+            todo = target - session.step_count
+            if todo > 0:
+                did_compile, seconds = self._advance(session, label, todo)
+                compiled, fidelity = compiled or did_compile, fidelity + seconds
+        if self.stream is not None:
+            self.stream.release(min(s.step_count for s in active.values()))
+        return compiled, fidelity
+
+    def step(self, n: int = 1) -> dict[str, Any]:
+        """``n`` steps of every algorithm, now, in rounds of :attr:`steps_per_round` (every
+        algorithm at the same step after each); returns :attr:`histories`.
+
+        A session halted on a non-finite value stays where it failed (the others go on); an
+        error in the data or loss (shared by all) is raised as :class:`UserCodeError`.
+        """
+        if self.running:
+            raise RuntimeError("A background run is going; call `pause()` first.")
+        self._check_not_halted()
+        with self._lock:
+            try:
+                done = 0
+                while done < int(n):  # rounds of steps_per_round: the repeats are timed
+                    size = min(self.steps_per_round, int(n) - done)
+                    self._round(size)
+                    done += size
+            except UserCodeError as error:
+                self.error = str(error)
+                self._notify("error")
+                raise
+            self.error = None
+        self._notify("failure" if self.halted else "frame")
+        return self.histories
+
+    def run(self, n_steps: int | None = None, background: bool = True) -> Comparison:
+        """Run rounds until :meth:`pause` (or ``n_steps`` steps), in a thread by default."""
+        if self.running:
+            raise RuntimeError("Already running; call `pause()` first.")
+        self._check_not_halted()
+        self._pause_requested.clear()
+        if not background:
+            self._run_loop(n_steps)
+            return self
+        self._thread = threading.Thread(target=self._run_loop, args=(n_steps,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _run_loop(self, n_steps: int | None) -> None:
+        self._notify("started")
+        event, done = "paused", 0
+        with self._lock:
+            try:
+                while not self._pause_requested.is_set() and not self.halted:
+                    size = self.steps_per_round
+                    if n_steps is not None:
+                        size = min(size, n_steps - done)
+                        if size <= 0:
+                            break
+                    began = time.perf_counter()
+                    compiled, fidelity = self._round(size)
+                    done += size
+                    if not compiled and size == self.steps_per_round:
+                        self._adapt(size, time.perf_counter() - began - fidelity)
+                    self._notify("frame")
+            except UserCodeError as error:
+                self.error, event = str(error), "error"
+            except Exception as error:  # noqa: BLE001 - a background failure must be visible
+                self.error, event = f"{type(error).__name__}: {error}", "error"
+        self._notify("failure" if self.halted else event)
+
+    def _adapt(self, size: int, seconds: float) -> None:
+        """'auto' rounds: towards the power of two of steps that makes a round last about
+        :data:`ROUND_SECONDS`, one factor of two per round (each new size compiles once)."""
+        if not self.auto_round or seconds <= 0:
+            return
+        best = size * ROUND_SECONDS / seconds
+        if best >= 2 * size:
+            self.steps_per_round = min(size * 2, MAX_ROUND)
+        elif best < size / 2:
+            self.steps_per_round = max(size // 2, 1)
+
+    def pause(self, timeout: float | None = 30.0) -> None:
+        """Stop a run after the current round (every session at the same step)."""
+        self._pause_requested.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def reset(self) -> None:
+        """Every session back to the shared initial weights and states; histories cleared."""
+        self.pause()
+        with self._lock:
+            if self.stream is not None:
+                self.stream.restart()
+            for session in self.sessions.values():
+                session.reset()
+            for times in self._times.values():
+                times.clear()
+            self.error = None
+        self._notify("reset")
+
+    def _check_not_halted(self) -> None:
+        if self.halted:
+            messages = [s.history.failure["message"] for s in self.sessions.values()]
+            raise RuntimeError("Every algorithm is halted; reset() to start again.\n" + messages[0])
+
+    # -- what is compared ----------------------------------------------------------------
+    def costs(self) -> dict[str, dict[str, Any]]:
+        """Per algorithm: ``ms_per_step`` (median of the timed rounds; None before one),
+        ``state_bytes`` (the learner's own state)."""
+        return {
+            k: {
+                "ms_per_step": 1e3 * statistics.median(t) if (t := self._times[k]) else None,
+                "state_bytes": self.state_bytes[k],
+            }
+            for k in self.labels
+        }
+
+    def rows(self, last: int = 50) -> list[dict[str, Any]]:
+        """One row per algorithm: step, mean loss of the ``last`` steps, mean fidelity of its
+        checkpoints (cosine and relative error; windows without gradient skipped), cost,
+        halted, failure message."""
+        out = []
+        costs = self.costs()
+        for label, session in self.sessions.items():
+            history = session.history
+            loss = np.asarray(history.loss[-last:], np.float64) if history.num_steps else None
+            fidelity = [f for f in history.fidelity if f.get("cosine") is not None]
+            out.append(
+                {
+                    "algorithm": label,
+                    "step": int(session.step_count),
+                    "loss": float(np.nanmean(loss)) if loss is not None and loss.size else None,
+                    "cosine": _mean([f["cosine"] for f in fidelity]),
+                    "rel_error": _mean([f["rel_error"] for f in fidelity]),
+                    **costs[label],
+                    "halted": session.halted,
+                    "failure": (history.failure or {}).get("message"),
+                }
+            )
+        return out
+
+    def table(self, last: int = 50) -> str:
+        """The rows as an aligned text table (what a notebook prints)."""
+        header = f"{'algorithm':<18}{'step':>7}{'loss':>11}{'cosine':>8}{'rel.err':>9}"
+        header += f"{'ms/step':>9}{'state':>11}"
+        lines = [header]
+        for row in self.rows(last):
+            lines.append(
+                f"{row['algorithm']:<18}{row['step']:>7}{_fmt(row['loss'], '.4g'):>11}"
+                f"{_fmt(row['cosine'], '.3f'):>8}{_fmt(row['rel_error'], '.3f'):>9}"
+                f"{_fmt(row['ms_per_step'], '.3g'):>9}{format_bytes(row['state_bytes']):>11}"
+                + ("  halted" if row["halted"] else "")
+            )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "paused"
+        return f"<Comparison {self.labels} step={self.step_count} {state}>"
+
+
+def _mean(values: list) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_bytes(n: int) -> str:
+    """``1536`` → ``'1.5 KiB'``.
+
+    >>> format_bytes(512), format_bytes(3 * 2**20)
+    ('512 B', '3.0 MiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover
