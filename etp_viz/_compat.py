@@ -145,3 +145,50 @@ def loaded_braintrace_registry() -> Any:
         if not hasattr(registry, name):  # pragma: no cover - a braintrace 0.2 without them
             return None
     return registry
+
+
+#: Primitives whose equation runs one sub-jaxpr on its operands, one to one, and returns its
+#: results (``jax.jit`` binds ``pjit`` before jax 0.7 and ``jit`` after; ``jax.checkpoint``
+#: binds ``remat2``, older jax ``checkpoint``).
+CALL_PRIMITIVES = frozenset(
+    {
+        "pjit",
+        "jit",
+        "closed_call",
+        "core_call",
+        "remat2",
+        "checkpoint",
+        "custom_jvp_call",
+        "custom_vjp_call",
+        "custom_vjp_call_jaxpr",
+    }
+)
+
+
+def call_jaxpr(eqn: Any) -> tuple[Any, list[Any]] | None:
+    """``(open_jaxpr, consts)`` of a call-like equation (:data:`CALL_PRIMITIVES`) whose
+    sub-jaxpr maps the equation's operands to its results one to one, else ``None``.
+
+    The sub-jaxpr sits in ``jaxpr`` (jit, remat), ``call_jaxpr`` (closed_call, custom_jvp_call,
+    custom_vjp_call) or ``fun_jaxpr`` (older custom_vjp_call_jaxpr), closed or open by version.
+    """
+    if eqn.primitive.name not in CALL_PRIMITIVES:
+        return None
+    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
+        inner = eqn.params.get(key)
+        if inner is None or callable(inner) and not hasattr(inner, "eqns"):
+            continue
+        jaxpr, consts = split_closed_jaxpr(inner)
+        if not hasattr(jaxpr, "eqns"):
+            continue
+        if len(jaxpr.invars) == len(eqn.invars) and len(jaxpr.outvars) == len(eqn.outvars):
+            return jaxpr, consts
+    return None
+
+
+def cond_branches(eqn: Any) -> list[tuple[Any, list[Any]]] | None:
+    """``[(open_jaxpr, consts), ...]`` of a ``cond`` equation's branches (operand 0 is the
+    branch index, the rest are every branch's operands), else ``None``."""
+    if eqn.primitive.name != "cond" or "branches" not in eqn.params:
+        return None
+    return [split_closed_jaxpr(branch) for branch in eqn.params["branches"]]

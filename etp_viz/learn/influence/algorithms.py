@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .learner import InfluenceLearner
+from .sparsity import jacobian_sparsity
 
 __all__ = ["RTRL", "UORO", "SnAp"]
 
@@ -164,55 +165,16 @@ class UORO(InfluenceLearner):
         return claims
 
 
-#: random points whose Jacobians' union gives the sparsity patterns
-PATTERN_POINTS = 16
-
-
 def _patterns(learner: InfluenceLearner) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean sparsity of ``J_h`` (n, n) and ``J_θ`` (n, p): the union of the dense
-    Jacobians' non-zeros at :data:`PATTERN_POINTS` random points around the current values,
-    with random inputs (an entry zero at every point is taken as structural).
-
-    The inputs are drawn too: at the example input (often zeros) ``∂h/∂W_in = x`` vanishes
-    and the input weights would look unreachable. Points alternate narrow and wide spreads so
-    that gates and surrogate derivatives with a bounded support (ReLU, boxcar) are active at
-    some of them.
-    """
-    theta, hidden = learner._theta_vec, learner._hidden_vec
-    args = learner._example
-
-    def jacobians(t, h, inputs):
-        def fn(t, h):
-            return learner.pure_step(t, h, *inputs)[0]
-
-        return jax.jacfwd(fn, argnums=1)(t, h) != 0, jax.jacfwd(fn, argnums=0)(t, h) != 0
-
-    jacobians = jax.jit(jacobians)
-    reach_h = np.zeros((learner.num_hidden, learner.num_hidden), bool)
-    reach_theta = np.zeros((learner.num_hidden, learner.num_params), bool)
-    for point in range(PATTERN_POINTS):
-        spread = 0.5 if point % 2 == 0 else 2.0
-        key_t, key_h, key_x = jax.random.split(jax.random.PRNGKey(point + 1), 3)
-        t = theta + 0.1 * spread * jax.random.normal(key_t, theta.shape, theta.dtype)
-        h = hidden + spread * jax.random.normal(key_h, hidden.shape, hidden.dtype)
-        inputs = _random_like(args, key_x, spread)
-        dh, dtheta = jacobians(t, h, inputs)
-        reach_h |= np.asarray(dh)
-        reach_theta |= np.asarray(dtheta)
+    """Boolean structural sparsity of ``J_h`` (n, n) and ``J_θ`` (n, p), read off the step's
+    jaxpr (:func:`.sparsity.jacobian_sparsity`): a superset of the non-zeros at every point,
+    spikes that never fired and ReLUs that were off included."""
+    reach_theta, reach_h = jacobian_sparsity(
+        lambda t, h: learner.pure_step(t, h, *learner._example)[0],
+        learner._theta_vec,
+        learner._hidden_vec,
+    )
     return reach_h, reach_theta
-
-
-def _random_like(args: Any, key: Any, spread: float) -> Any:
-    """The example inputs with every floating leaf replaced by random values."""
-    leaves, treedef = jax.tree.flatten(args)
-    keys = jax.random.split(key, max(len(leaves), 1))
-    out = []
-    for leaf, k in zip(leaves, keys):
-        leaf = jnp.asarray(leaf)
-        if jnp.issubdtype(leaf.dtype, jnp.floating):
-            leaf = leaf + spread * jax.random.normal(k, leaf.shape, leaf.dtype)
-        out.append(leaf)
-    return jax.tree.unflatten(treedef, out)
 
 
 def _one_more_step(reach_h: np.ndarray, pattern: np.ndarray) -> np.ndarray:
