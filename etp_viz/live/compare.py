@@ -229,6 +229,23 @@ class Comparison:
         for callback in list(self._listeners):
             callback(self, event)
 
+    # -- user code -----------------------------------------------------------------------
+    def set_loss(self, loss: Callable) -> None:
+        """Replace every algorithm's loss (after a :class:`UserCodeError`) and clear the error."""
+        for session in self.sessions.values():
+            session.set_loss(loss)
+        self.error = None
+
+    def set_data(self, data: Any) -> None:
+        """Replace the data stream of every algorithm (a one-pass iterable is shared); the
+        step counters go on."""
+        self.stream = None
+        if DataSource(data).kind == "iterable":
+            self.stream = data = SharedStream(data)
+        for session in self.sessions.values():
+            session.set_data(data)
+        self.error = None
+
     # -- stepping ------------------------------------------------------------------------
     def _advance(self, session: Session, label: str, n: int) -> tuple[bool, float]:
         """Step one session ``n`` steps and time it (not when a frame compiled; the fidelity

@@ -306,3 +306,29 @@ def test_learner_state_bytes_counts_the_learner_only():
     learner = OneStepLearner(model)
     learner.compile_graph(np.zeros(2, np.float32))
     assert learner_state_bytes(learner, model) == 2 * 4  # the input trace, not the weights
+
+
+def test_an_error_in_the_loss_is_raised_and_set_loss_resumes_in_lockstep():
+    from etp_viz.live.sources import UserCodeError
+
+    def broken(output, target):
+        raise ValueError("bad loss")
+
+    comparison = Comparison(
+        TinyRNN(),
+        np.zeros(2, np.float32),
+        [OneStepLearner, OneStepLearner],
+        data=sine_data,
+        fidelity_every=0,
+        loss=broken,
+    )
+    with pytest.raises(UserCodeError, match="bad loss"):
+        comparison.step(4)
+    assert "bad loss" in comparison.error
+    comparison.set_loss(lambda out, y: jnp.mean((out - y) ** 2))
+    assert comparison.error is None
+    comparison.step(4)
+    assert [s.step_count for s in comparison.sessions.values()] == [4, 4]
+    comparison.set_data([sine_data(t) for t in range(4, 20)])
+    comparison.step(2)
+    assert [s.step_count for s in comparison.sessions.values()] == [6, 6]
