@@ -75,7 +75,13 @@ class ETraceAlgorithm(brainstate.nn.Module):
         self.learning_status = learning_status(self.graph_executor.plan, self.graph)
         self.init_etrace_state()
         self.is_compiled = True
+        self._compiled_states = state_ids(self.model)
         self.place_on_mesh()
+
+    def states_replaced(self) -> bool:
+        """True when the model no longer holds the State objects the step was compiled on (a
+        ``reset_state`` that builds new states): the compiled step would read stale ones."""
+        return self.is_compiled and getattr(self, "_compiled_states", None) != state_ids(self.model)
 
     def place_on_mesh(self) -> None:
         """With ``mesh``: the model's and the learner's states split over the ``"batch"``
@@ -180,10 +186,14 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         brainstate.nn.reset_all_states(self.model, batch_size, **kwargs)
         if not self.is_compiled:
             return
-        if batch_size != compiled_batch:
+        if batch_size != compiled_batch or self.states_replaced():
+            # new trace shapes, or a reset that built new State objects: compile again
             example = self.graph_executor.example_args
-            zeros = jax.tree.map(lambda s: jnp.zeros((batch_size, *s.shape[1:]), s.dtype), example)
-            self.compile_graph(*zeros)
+            if batch_size != compiled_batch:
+                example = jax.tree.map(
+                    lambda s: jnp.zeros((batch_size, *s.shape[1:]), s.dtype), example
+                )
+            self.compile_graph(*example)
             return
         self.reset_traces()
         self.place_on_mesh()
@@ -267,6 +277,11 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         ``dl_dh_prev`` has the bypassing groups only and ``count`` is the number of trace
         updates that made :math:`\epsilon^{t-1}` (default: :meth:`trace_gradients`)."""
         return self.trace_gradients(kept, dl_dh_prev, weights, count)
+
+
+def state_ids(model: Any) -> tuple[int, ...]:
+    """Identities of a model's State objects, in order (what a compiled step reads)."""
+    return tuple(id(state) for state in model.states().values())
 
 
 def _float_dtype(plan: Any) -> Any:

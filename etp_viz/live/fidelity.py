@@ -69,13 +69,17 @@ class FidelityMeter:
         self.session = session
         self.window = int(window)
         self.every = int(session.options["fidelity_every"])
-        self.model_states = list(session.model.states().values())
         self.recent: deque = deque(maxlen=self.window)
         self.snapshots: dict[int, list] = {}
         self._online_grad = None
         self._bptt_grad = None
         #: wall seconds spent measuring (compare mode subtracts it from the step time)
         self.seconds = 0.0
+
+    @property
+    def model_states(self) -> list:
+        """The model's states now (a ``reset_state`` may have built new State objects)."""
+        return list(self.session.model.states().values())
 
     def clear(self) -> None:
         self.recent.clear()
@@ -165,8 +169,11 @@ class FidelityMeter:
         return result
 
     def _enter_window(self, start_values: list) -> None:
-        reset = getattr(self.session.algorithm, "reset_state", None)
+        algorithm = self.session.algorithm
+        # zero the traces only: the model's states are overwritten just below, and a model
+        # reset could build new State objects the session's compiled frames do not read
+        reset = getattr(algorithm, "reset_traces", None) or getattr(algorithm, "reset_state", None)
         if reset is not None:
-            reset()  # zero the traces (and the model's states, overwritten just below)
+            reset()
         for state, value in zip(self.model_states, start_values):
             state.value = value

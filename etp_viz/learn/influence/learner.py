@@ -34,6 +34,7 @@ from jax.flatten_util import ravel_pytree
 
 from etp_viz import _compat
 
+from ..base import state_ids
 from ..vjp_step import zero_cotangent
 
 __all__ = ["InfluenceLearner"]
@@ -96,6 +97,7 @@ class InfluenceLearner(brainstate.nn.Module):
         self.prepare()
         self.influence = brainstate.ShortTermState(self.init_influence())
         self._step = self._make_step()
+        self._compiled_states = state_ids(self.model)
         self.is_compiled = True
 
     def prepare(self) -> None:
@@ -202,7 +204,9 @@ class InfluenceLearner(brainstate.nn.Module):
             leaves = jax.tree.leaves(self._example)
             batch_size = leaves[0].shape[0] if leaves and leaves[0].ndim >= 2 else None
         brainstate.nn.reset_all_states(self.model, batch_size, **kwargs)
-        if self.is_compiled:
+        if self.is_compiled and self._compiled_states != state_ids(self.model):
+            self.compile_graph(*self._example)  # the reset built new State objects
+        elif self.is_compiled:
             self.reset_traces()
 
     # -- claims --------------------------------------------------------------------------
