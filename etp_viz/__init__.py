@@ -75,6 +75,7 @@ from .learn import OSTLRecurrent as OSTLRecurrent
 from .learn import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .learn import SnAp as SnAp
 from .learn import ThreeFactor as ThreeFactor
+from .learn import TruncatedBPTT as TruncatedBPTT
 from .learn import VerifyReport as VerifyReport
 from .learn import pp_prop as pp_prop
 from .learn import verify as verify

@@ -15,6 +15,7 @@ from .influence import UORO as UORO
 from .influence import OSTLFeedforward as OSTLFeedforward
 from .influence import OSTLRecurrent as OSTLRecurrent
 from .influence import SnAp as SnAp
+from .influence import TruncatedBPTT as TruncatedBPTT
 from .pp_prop import ES_D_RTRL as ES_D_RTRL
 from .pp_prop import IODimVjpAlgorithm as IODimVjpAlgorithm
 from .pp_prop import pp_prop as pp_prop

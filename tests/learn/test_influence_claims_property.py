@@ -1,0 +1,104 @@
+"""The influence learners' claims against BPTT on generated architectures (float64).
+
+The same generated architectures as :mod:`tests.learn.test_claims_property`, for the learners
+that read their claims off the step's structural sparsity (SnAp-n, OSTL, truncated BPTT) and
+for RTRL: on a fresh run of ``NUM_STEPS`` steps with the weights held fixed,
+
+* a leaf claimed ``exact`` equals BPTT's gradient of the summed loss to 1e-9 (relative);
+* a leaf whose online gradient is exactly zero while BPTT's is not carries an ``approximate``
+  or ``none`` claim with a reason (no silent zero).
+
+A window ``W < NUM_STEPS`` makes truncated BPTT drop terms, so its exact claims are tested
+where they bite. ``ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES`` sets the number of examples.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from etp_viz.live.sources import build_algorithm
+from tests.learn import archs
+from tests.learn.helpers import online_gradients, step_loss
+from tests.learn.test_claims_property import ARCHS, EXACT_RTOL, NUM_STEPS, leaf_errors
+from tests.oracles import bptt_gradients
+
+EXAMPLES = int(
+    os.environ.get("ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES", 40 if sys.version_info < (3, 12) else 12)
+)
+ALGORITHMS = ["rtrl", "snap1", "snap2", "ostl_recurrent", "tbptt1", "tbptt2", "tbptt4"]
+
+
+def make(model, name: str):
+    if name.startswith("tbptt"):
+        return build_algorithm(model, "bptt", None, window=int(name[5:]))
+    return build_algorithm(model, name, None)
+
+
+def check(arch: archs.Arch, name: str) -> None:
+    model = archs.build(arch)
+    xs = archs.inputs(arch, NUM_STEPS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = bptt_gradients(model, xs, lambda ys: sum(step_loss(y) for y in ys))
+        alg = make(model, name)
+        alg.compile_graph(xs[0])
+        claims = alg.graph.gradient_claims(alg)
+        errors = leaf_errors(expected, online_gradients(alg, xs))
+    where = f"{arch.describe()} [{name}]"
+    assert set(errors) <= set(claims), where
+    for path, (err, online_norm, true_norm) in errors.items():
+        claim = claims[path]
+        if claim.kind == "exact":
+            assert err <= EXACT_RTOL, f"{where}: {path} claimed exact, off by {err:.3g}"
+        if true_norm > 1e-10 and online_norm == 0.0:
+            assert claim.kind in ("approximate", "none") and claim.reason, (
+                f"{where}: {path} gets an unexplained zero ({claim})"
+            )
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(arch=ARCHS, name=st.sampled_from(ALGORITHMS))
+def test_influence_claims_hold_on_generated_architectures(x64, arch, name):
+    check(arch, name)
+
+
+L = archs.Layer
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    ("arch", "window", "kinds"),
+    [
+        # a leaky state keeps every past step: the recurrent leaves lose a term at any W
+        (archs.Arch((L(),)), 2, {"layers.0.Win": "approximate", "Wo": "exact"}),
+        # nothing recurrent: the step forgets its state, W = 1 drops nothing
+        (archs.Arch((L(rec="none"),)), 1, {"layers.0.Win": "exact", "Wo": "exact"}),
+        # a feed-forward top over a recurrent layer: only the bottom layer loses terms
+        (
+            archs.Arch((L(), L(rec="none"))),
+            2,
+            {"layers.0.Win": "approximate", "layers.1.Win": "exact"},
+        ),
+    ],
+    ids=["leaky", "feed-forward", "stacked"],
+)
+def test_truncated_bptt_claims_by_structure(x64, arch, window, kinds):
+    model = archs.build(arch)
+    alg = make(model, f"tbptt{window}")
+    alg.compile_graph(archs.inputs(arch, 1)[0])
+    claims = alg.graph.gradient_claims(alg)
+    assert {p: claims[p].kind for p in kinds} == kinds
+    check(arch, f"tbptt{window}")
