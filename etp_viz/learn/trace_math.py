@@ -26,6 +26,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._compat import is_var
+
 #: bias correction of the ES-D-RTRL df trace is dropped after this many updates
 #: (:math:`\alpha_f^{1000}` is below float32 resolution for any useful decay).
 BIAS_CORRECTION_STEPS = 1000
@@ -74,6 +76,16 @@ def drtrl_update(
     RNN): the previous trace is not read at all.
     """
     num_state = df.shape[-1]
+    if num_state == 1 and dh_dh is not None:
+        scale = _trace_scale(rules, dh_dh[..., 0, 0], _slice(trace, 0))
+        if scale is not None:
+            fresh = rules.xy_to_etrace(x, df[..., 0], weights, **rules.params)
+            return {
+                key: (trace[key] * scale[key][..., None] + fresh[key][..., None]).astype(
+                    trace[key].dtype
+                )
+                for key in trace
+            }
     slices = []
     for a in range(num_state):
         acc = rules.xy_to_etrace(x, df[..., a], weights, **rules.params)
@@ -81,6 +93,52 @@ def drtrl_update(
             acc = _add(acc, rules.yw_to_w(dh_dh[..., a, b], _slice(trace, b), **rules.params))
         slices.append(acc)
     return _stack(slices, trace)
+
+
+def _trace_scale(rules: PrimitiveRules, dh: Any, like: dict) -> dict | None:
+    r"""``{key: g}`` with ``yw_to_w(dh, trace) == trace * g`` (``g = yw_to_w(dh, ones)``),
+    or ``None`` when the rule is not such a scaling, judged from its jaxpr: every output is a
+    ``mul`` of its own trace leaf by a factor that does not read the trace, in the trace's
+    shape and dtype (every built-in family; a registered rule may be anything).
+
+    With one state (``S = 1``) :func:`drtrl_update` then scales the trace in its own
+    ``(..., 1)`` layout. Squeezing the state axis and restoring it is a bitcast around the
+    update, and XLA does not update a carried buffer in place through a bitcast: the step would
+    copy the whole trace once more (a read and a write of the largest array in the step)."""
+    keys = sorted(like)
+    shapes = [jax.ShapeDtypeStruct(jnp.shape(like[k]), jnp.result_type(like[k])) for k in keys]
+    dh_shape = jax.ShapeDtypeStruct(jnp.shape(dh), jnp.result_type(dh))
+
+    def rule(dh, *leaves):
+        out = rules.yw_to_w(dh, dict(zip(keys, leaves)), **rules.params)
+        return [out.get(k) for k in keys] if set(out) == set(keys) else None
+
+    try:
+        closed = jax.make_jaxpr(rule)(dh_shape, *shapes)
+    except Exception:  # noqa: BLE001 - any rule we cannot trace alone keeps the generic path
+        return None
+    jaxpr = closed.jaxpr
+    if len(jaxpr.outvars) != len(keys):
+        return None
+    trace_vars = set(jaxpr.invars[1:])
+    producers = {v: eqn for eqn in jaxpr.eqns for v in eqn.outvars}
+    reads_trace = set(trace_vars)
+    for eqn in jaxpr.eqns:
+        if any(is_var(v) and v in reads_trace for v in eqn.invars):
+            reads_trace.update(eqn.outvars)
+    for out, invar, shape in zip(jaxpr.outvars, jaxpr.invars[1:], shapes):
+        eqn = producers.get(out)
+        if eqn is None or eqn.primitive.name != "mul" or out.aval.shape != shape.shape:
+            return None
+        if out.aval.dtype != shape.dtype:
+            return None
+        factors = [v for v in eqn.invars if v is not invar]
+        if len(factors) != 1 or invar not in eqn.invars:
+            return None
+        if is_var(factors[0]) and factors[0] in reads_trace:
+            return None
+    ones = {k: jnp.ones(s.shape, s.dtype) for k, s in zip(keys, shapes)}
+    return rules.yw_to_w(dh, ones, **rules.params)
 
 
 def drtrl_gradient(trace: dict, dl_dh: Any, weights: dict, rules: PrimitiveRules) -> dict:

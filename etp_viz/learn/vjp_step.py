@@ -214,11 +214,16 @@ def make_single_step(alg: Any):
             for i, value in zip(bypass_at, prev_hidden):
                 current[i] = value
             invals = layout.assemble(arg_leaves, params, current)
-            outs_p, operands = ex.perturbed_outputs(invals, perturbations)
-            return outs_p[:num_out], operands
+            return ex.perturbed_outputs(invals, perturbations)[0][:num_out]
 
         prev_hidden = [others[i] for i in bypass_at]
-        (_, operands), vjp_fn = jax.vjp(readout, params, prev_hidden, zeros_p)
+        _, vjp_fn = jax.vjp(readout, params, prev_hidden, zeros_p)
+        # the pullback from processed weights to ParamState leaves, a VJP of its own: one VJP
+        # returning both outputs and operands would be transposed twice in the backward (the
+        # second time with a zero output cotangent, i.e. the readout's dots on zeros)
+        operands, operands_fn = jax.vjp(
+            lambda p: ex.operands(layout.assemble(arg_leaves, p, others)), params
+        )
         signal_fn = None
         if stacked_hidden:
             # the learning signal is the total same-step dL/dh^t: h1^t also reaches the loss
@@ -231,15 +236,14 @@ def make_single_step(alg: Any):
         kept = alg.gradient_residuals(new_traces, data)
         # the previous traces only where an output reads h^{t-1} (static)
         kept_prev = alg.bypass_residuals(traces, plan.bypass_groups) if bypass_at else None
-        residuals = (vjp_fn, signal_fn, kept, kept_prev, operands, count, prev_count, others)
-        return primal, (*residuals, arg_leaves)
+        residuals = (vjp_fn, operands_fn, signal_fn, kept, kept_prev, operands, count, prev_count)
+        return primal, (*residuals, others, arg_leaves)
 
     def bwd(residuals, cotangents):
-        vjp_fn, signal_fn, kept, kept_prev, operands, count, prev_count, others = residuals[:8]
-        arg_leaves = residuals[8]
+        vjp_fn, operands_fn, signal_fn, kept, kept_prev, operands, count, prev_count = residuals[:8]
+        others, arg_leaves = residuals[8:]
         out_cot, other_cot, _, _ = cotangents
-        zero_ops = jax.tree.map(jnp.zeros_like, operands)
-        readout_grads, prev_cot, p_cot = vjp_fn((list(out_cot), zero_ops))
+        readout_grads, prev_cot, p_cot = vjp_fn(list(out_cot))
         if signal_fn is not None:
             (p_cot,) = signal_fn(list(out_cot))
         dl_dh = alg.learning_signal(layout.signal_per_group(p_cot, list(other_cot)), out_cot)
@@ -248,8 +252,7 @@ def make_single_step(alg: Any):
             dl_dh_prev = alg.learning_signal(layout.bypass_signal(prev_cot), out_cot, True)
             prev = alg.bypass_gradients(kept_prev, dl_dh_prev, operands, prev_count)
             grads = _merge_grads(grads, prev)
-        zero_outs = [jnp.zeros_like(c) for c in out_cot]
-        from_traces = vjp_fn((zero_outs, _fill_operands(operands, grads)))[0]
+        (from_traces,) = operands_fn(_fill_operands(operands, grads))
         return (
             _add(readout_grads, from_traces),
             _zeros(others),

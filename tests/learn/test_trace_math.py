@@ -49,6 +49,24 @@ def test_drtrl_update_matches_the_formula():
     np.testing.assert_allclose(zero_d, jnp.einsum("bi,boa->bioa", x, df), rtol=1e-6)
 
 
+def test_single_state_update_scales_the_trace_in_its_layout():
+    # S = 1 takes the in-place path (trace * yw_to_w(D, ones)); same values as the formula
+    x, weights, df, dh_dh, trace, rules = _dense(num_state=1)
+    assert tm._trace_scale(rules, dh_dh[..., 0, 0], {"weight": trace["weight"][..., 0]})
+    got = tm.drtrl_update(trace, dh_dh, df, x, weights, rules)["weight"]
+    want = dh_dh[:, None, :, 0, :] * trace["weight"] + jnp.einsum("bi,boa->bioa", x, df)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_trace_scale_rejects_a_rule_that_is_not_a_scaling():
+    x, weights, df, dh_dh, trace, rules = _dense(num_state=1)
+    mixing = rules._replace(yw_to_w=lambda g, tr, **p: {"weight": jnp.cumsum(tr["weight"], 1)})
+    assert tm._trace_scale(mixing, dh_dh[..., 0, 0], {"weight": trace["weight"][..., 0]}) is None
+    got = tm.drtrl_update(trace, dh_dh, df, x, weights, mixing)["weight"]
+    want = jnp.cumsum(trace["weight"], 1) + jnp.einsum("bi,boa->bioa", x, df)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_drtrl_gradient_matches_the_formula():
     x, weights, df, dh_dh, trace, rules = _dense()
     dl_dh = jax.random.normal(jax.random.PRNGKey(9), df.shape)
