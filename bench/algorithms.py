@@ -1,15 +1,16 @@
 """The online-learning family side by side: final loss, gradient fidelity and cost per step.
 
-    python bench/algorithms.py                 # ~2 min on 2 cores; writes bench/results/
+    python bench/algorithms.py                 # ~5 min on 2 cores; writes bench/results/
 
-Each row is one headless :class:`etp_viz.live.Session` from the same initial weights (seeded)
-on a teaching task (spiking model: recurrent LIF/ALIF + leaky readout, 16 units), SGD
-learning rate 0.01, frames of 25 steps, the fidelity meter every 25 steps over a 10-step
-window (cosine with BPTT over that window, then averaged over the run's checkpoints). The
-loss columns average the first and the last third of the run over the steps that have a
-target (the evidence task scores only its decision steps).
-"µs/step" times the frames after the first (compiled) one, fidelity checkpoints included, so
-it is the cost a live run pays, not the bare algorithm step (see ``train_step.py`` for that).
+Per task, one :class:`etp_viz.live.Comparison` (compare mode's engine, no widget): every
+algorithm on its own copy of the same seeded spiking model (recurrent LIF/ALIF + leaky
+readout, 16 units), the same data, SGD 0.01, in lockstep rounds of 25 steps, the fidelity
+meter every 25 steps over a 10-step window (cosine with BPTT over that window, averaged over
+the checkpoints that had a gradient). The loss columns average the first and the last third
+of the run over the steps that have a target (the evidence task scores only its decision
+steps). "µs/step" is the median over the timed rounds (after each frame size compiled) of a
+live session's step, host work included and the fidelity replays excluded; "state" the
+bytes of the learner's own state (traces, influence matrix, window buffer).
 """
 
 from __future__ import annotations
@@ -19,85 +20,92 @@ import json
 import os
 import platform
 import sys
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-STEPS = 402
+STEPS = 400
 FRAME = 25
 
 
 def algorithms() -> dict:
+    import functools
+
     import etp_viz
 
     return {
         "D-RTRL": "d_rtrl",
         "ES-D-RTRL (0.9)": "es_d_rtrl",
         "e-prop (symmetric)": "eprop",
-        "e-prop (random, κ=0.9)": lambda m: etp_viz.EProp(
-            m, feedback="random", kappa_filter_decay=0.9
+        "e-prop (random, κ=0.9)": functools.partial(
+            etp_viz.EProp, feedback="random", kappa_filter_decay=0.9
         ),
-        "RTRL (exact)": etp_viz.RTRL,
-        "SnAp-1": lambda m: etp_viz.SnAp(m, 1),
-        "UORO": etp_viz.UORO,
+        "RTRL (exact)": "rtrl",
+        "SnAp-1": "snap1",
+        "SnAp-2": "snap2",
+        "UORO": "uoro",
+        "OSTL (recurrent)": "ostl_recurrent",
+        "truncated BPTT (10)": "bptt",
     }
 
 
-def run(task_name: str, algorithm, steps: int = STEPS) -> dict:
+def run(task_name: str, steps: int = STEPS) -> list[dict]:
     import brainstate
 
     import etp_viz
-    from etp_viz.live import Session
+    from etp_viz.live import Comparison
 
     task = etp_viz.tasks.get_task(task_name)
     brainstate.random.seed(0)
     model = task.suggested_model(hidden_size=16, spiking=True)
-    learner = algorithm(model) if callable(algorithm) else algorithm
-    session = Session(
+    named = algorithms()
+    comparison = Comparison(
         model,
         task.example_input(),
-        algorithm=learner,
+        list(named.values()),
         task=task,
         learning_rate=0.01,
         fidelity_every=FRAME,
         fidelity_window=10,
+        bptt_window=10,
         steps_per_frame=FRAME,
     )
-    session.step(FRAME)  # compiles
-    start = time.perf_counter()
-    session.step(steps - FRAME)
-    per_step = (time.perf_counter() - start) / (steps - FRAME)
-    loss = np.asarray(session.history.loss, np.float64)
-    third = len(loss) // 3
-    first, last = loss[:third], loss[-third:]
-    # windows without a gradient (a masked loss scores few steps) have cosine 0 by convention
-    cosines = [
-        f["cosine"]
-        for f in session.history.fidelity
-        if np.isfinite(f["cosine"]) and (f["cosine"] != 0.0 or f["rel_error"] != 0.0)
-    ]
-    return {
-        # over the steps that have a target (a masked task scores only its decision steps)
-        "first_loss": float(first[first > 0].mean()) if (first > 0).any() else 0.0,
-        "final_loss": float(last[last > 0].mean()) if (last > 0).any() else 0.0,
-        "mean_cosine": float(np.mean(cosines)) if cosines else None,
-        "us_per_step": per_step * 1e6,
-    }
+    comparison.step(steps)
+    rows = []
+    for name, row in zip(named, comparison.rows(last=steps)):
+        loss = np.asarray(comparison.histories[row["algorithm"]].loss, np.float64)
+        third = len(loss) // 3
+        first, last = loss[:third], loss[-third:]
+        rows.append(
+            {
+                "task": task_name,
+                "algorithm": name,
+                "first_loss": float(first[first > 0].mean()) if (first > 0).any() else 0.0,
+                "final_loss": float(last[last > 0].mean()) if (last > 0).any() else 0.0,
+                "mean_cosine": row["cosine"],
+                "us_per_step": None if row["ms_per_step"] is None else 1e3 * row["ms_per_step"],
+                "state_bytes": row["state_bytes"],
+            }
+        )
+    return rows
 
 
 def table(rows: list) -> str:
     lines = [
-        "| task | algorithm | loss (first → last third) | mean fidelity cosine | µs/step |",
-        "|---|---|---|---|---|",
+        "| task | algorithm | loss (first → last third) | mean fidelity cosine | µs/step "
+        "| learner state |",
+        "|---|---|---|---|---|---|",
     ]
+    from etp_viz.live.compare import format_bytes
+
     for r in rows:
         cosine = "–" if r["mean_cosine"] is None else f"{r['mean_cosine']:.3f}"
+        us = "–" if r["us_per_step"] is None else f"{r['us_per_step']:.0f}"
         lines.append(
             f"| {r['task']} | {r['algorithm']} | {r['first_loss']:.4f} → {r['final_loss']:.4f} "
-            f"| {cosine} | {r['us_per_step']:.0f} |"
+            f"| {cosine} | {us} | {format_bytes(r['state_bytes'])} |"
         )
     return "\n".join(lines)
 
@@ -108,15 +116,15 @@ def main() -> None:
 
     rows = []
     for task in ("sine", "evidence_accumulation"):
-        for name, algorithm in algorithms().items():
-            rows.append({"task": task, "algorithm": name, **run(task, algorithm)})
-            print(json.dumps(rows[-1]), flush=True)
+        rows += run(task)
+        print(table(rows), flush=True)
     record = {
         "date": datetime.date.today().isoformat(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "versions": {"python": platform.python_version(), "jax": jax.__version__},
         "device": str(jax.devices()[0]),
         "steps": STEPS,
+        "load": os.getloadavg(),
         "rows": rows,
     }
     RESULTS.mkdir(exist_ok=True)
