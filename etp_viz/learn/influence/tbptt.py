@@ -115,12 +115,6 @@ class TruncatedBPTT(InfluenceLearner):
             "count": jnp.zeros((), jnp.int32),
         }
 
-    def update_influence(self, influence: Any, jac: Any) -> Any:
-        raise NotImplementedError("TruncatedBPTT keeps a window of steps, not an influence")
-
-    def contract(self, signal: Any, influence: Any) -> Any:
-        raise NotImplementedError("TruncatedBPTT keeps a window of steps, not an influence")
-
     def state_bytes(self) -> int:
         """Bytes of the learner's own state (the windows and the count)."""
         return int(sum(np.asarray(a).nbytes for a in jax.tree.leaves(self.influence.value)))
