@@ -12,35 +12,30 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from etp_viz.learn.registry import build_learner, canonical_name, learner_names
+from etp_viz.tasks.base import UPDATE_MODES
+
 __all__ = [
     "ALGORITHM_NAMES",
     "LIVE_ALGORITHMS",
     "DataSource",
+    "RECIPE_OPTIONS",
     "UserCodeError",
     "algorithm_name",
+    "apply_recipe",
     "build_algorithm",
     "build_optimizer",
+    "optimizer_from_options",
     "live_algorithm_name",
     "resolve_loss",
 ]
 
-#: Algorithm names whose gradient claims are known by name (the static explorer's
-#: ``show(model, x, algorithm=...)`` and ``verify``).
+#: Algorithm names whose gradient claims the static explorer (``show(model, x, algorithm=...)``
+#: without a run) states from the compiled graph alone: the ETP learners.
 ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl", "eprop")
-#: Every name a live session (and compare mode) builds: the ETP learners, the influence-matrix
-#: learners (``"snap<n>"`` for any n >= 1) and ``"bptt"``, truncated BPTT over
-#: ``bptt_window`` steps (the reference line of compare mode).
-LIVE_ALGORITHMS = (
-    *ALGORITHM_NAMES,
-    "rtrl",
-    "snap1",
-    "snap2",
-    "uoro",
-    "ostl_recurrent",
-    "ostl_feedforward",
-    "bptt",
-)
-_LIVE_ALIASES = {"ostl": "ostl_recurrent", "tbptt": "bptt", "truncated_bptt": "bptt"}
+#: Every name a live session (and compare mode) builds (the registry's names; ``"snap<n>"``
+#: for any n >= 1; ``"bptt"`` is truncated BPTT over ``bptt_window`` steps).
+LIVE_ALGORITHMS = learner_names()
 
 
 class UserCodeError(RuntimeError):
@@ -196,23 +191,96 @@ def resolve_loss(loss: Callable | None, task: Any) -> Callable:
     return loss
 
 
-def build_optimizer(optimizer: Any, learning_rate: float) -> Any:
-    """An optax ``GradientTransformation``: the user's, or ``optax.sgd(learning_rate)``."""
+#: Session options a task's recipe fills in when the user leaves them at ``None``, and their
+#: values without a recipe (``data=`` or a task without one).
+RECIPE_OPTIONS: dict[str, Any] = {
+    "optimizer": "sgd",
+    "learning_rate": 1e-2,
+    "update": "step",
+    "bptt_window": 20,
+}
+
+
+def apply_recipe(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with every :data:`RECIPE_OPTIONS` key left at ``None`` taken from the task's
+    :meth:`~etp_viz.tasks.Task.recipe` (no task or no recipe: SGD, 1e-2, per step, window 20).
+
+    A learning rate is only taken from the recipe when the optimizer is the recipe's (the
+    user's ``optimizer="sgd"`` on an Adam recipe gets SGD's default 1e-2, not Adam's rate).
+
+    >>> apply_recipe({"optimizer": None, "learning_rate": None, "update": None,
+    ...               "bptt_window": None, "task": None})["optimizer"]
+    'sgd'
+    """
+    recipe = getattr(options.get("task"), "recipe", None)
+    recipe = recipe() if callable(recipe) else None
+    defaults = dict(RECIPE_OPTIONS)
+    if recipe is not None:
+        defaults = {key: getattr(recipe, key) for key in RECIPE_OPTIONS}
+        if options.get("optimizer") not in (None, recipe.optimizer):
+            defaults["learning_rate"] = RECIPE_OPTIONS["learning_rate"]
+    resolved = dict(options)
+    for key, value in defaults.items():
+        if resolved.get(key) is None:
+            resolved[key] = value
+    if resolved["update"] not in UPDATE_MODES:
+        raise ValueError(
+            f"Unknown update={resolved['update']!r}. Valid values: {list(UPDATE_MODES)} "
+            "('step': apply the online gradient after every step; 'episode': sum it over the "
+            "task's episode and apply it once, on the episode's last step)."
+        )
+    return resolved
+
+
+def build_optimizer(
+    optimizer: Any, learning_rate: float, update: str = "step", episode_steps: int | None = None
+) -> Any:
+    """An optax ``GradientTransformation``: the user's, or one by name (``'sgd'``, ``'adam'``;
+    None: ``optax.sgd``).
+
+    ``update="episode"`` wraps it in ``optax.MultiSteps(every_k_schedule=episode_steps,
+    use_grad_mean=False)``: the online gradients of an episode's steps are summed (the
+    gradient of the episode's total loss, as e-prop and BPTT over an episode compute it) and
+    the inner optimizer applies that sum once, on the episode's last step; the other steps
+    change nothing. A session counts steps from 0 = the first step of episode 0 (a reset
+    starts the count again), so every applied update covers exactly one episode.
+    """
     import optax
 
     if optimizer is None:
-        return optax.sgd(learning_rate)
-    if isinstance(optimizer, str):
+        transform = optax.sgd(learning_rate)
+    elif isinstance(optimizer, str):
         factory = getattr(optax, optimizer, None)
         if factory is None:
             raise ValueError(f"optax has no optimizer {optimizer!r}; e.g. 'sgd', 'adam'.")
-        return factory(learning_rate)
-    if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+        transform = factory(learning_rate)
+    elif hasattr(optimizer, "init") and hasattr(optimizer, "update"):
+        transform = optimizer
+    else:
         raise TypeError(
             "`optimizer` must be an optax GradientTransformation (e.g. optax.adam(1e-3)) or the "
             f"name of one ('sgd', 'adam'); got {optimizer!r}."
         )
-    return optimizer
+    if update == "step":
+        return transform
+    if update != "episode":
+        raise ValueError(f"Unknown update={update!r}. Valid values: {list(UPDATE_MODES)}.")
+    if episode_steps is None:
+        raise ValueError(
+            "update='episode' needs an episode length: give `task=` (its n_steps is the "
+            "episode), or use update='step' with `data=`."
+        )
+    multi = optax.MultiSteps(transform, every_k_schedule=int(episode_steps), use_grad_mean=False)
+    return multi.gradient_transformation()
+
+
+def optimizer_from_options(options: dict[str, Any]) -> Any:
+    """:func:`build_optimizer` from a session's options (after :func:`apply_recipe`): the
+    episode of ``update="episode"`` is the task's ``n_steps``."""
+    episode_steps = getattr(options.get("task"), "n_steps", None)
+    return build_optimizer(
+        options["optimizer"], options["learning_rate"], options["update"], episode_steps
+    )
 
 
 def algorithm_name(algorithm: str) -> str:
@@ -228,47 +296,14 @@ def algorithm_name(algorithm: str) -> str:
 
 
 def live_algorithm_name(algorithm: str) -> str:
-    """The canonical live-session name (``'SnAp-2'`` → ``'snap2'``, ``'ostl'`` →
-    ``'ostl_recurrent'``); an unknown one is a ValueError naming the valid ones.
+    """The canonical learner name (``'SnAp-2'`` → ``'snap2'``, ``'ostl'`` →
+    ``'ostl_recurrent'``; :func:`etp_viz.learn.registry.canonical_name`); an unknown one is a
+    ValueError naming the valid ones.
 
     >>> live_algorithm_name("SnAp-3"), live_algorithm_name("TBPTT")
     ('snap3', 'bptt')
     """
-    name = str(algorithm).lower().replace("-", "_")
-    name = _LIVE_ALIASES.get(name, name)
-    if name.startswith("snap"):
-        order = name[4:].lstrip("_")
-        if order.isdigit() and int(order) >= 1:
-            return f"snap{int(order)}"
-    if name not in LIVE_ALGORITHMS:
-        raise ValueError(
-            f"Unknown algorithm {algorithm!r}. Valid names: {list(LIVE_ALGORITHMS)} (any "
-            "'snap<n>', n >= 1), or pass an algorithm instance."
-        )
-    return name
-
-
-def _build_named(model: Any, name: str, decay: Any, mesh: Any, window: int) -> Any:
-    """The learner a live name stands for (``mesh`` only where the learner takes one)."""
-    from etp_viz import learn
-
-    if name in ("d_rtrl", "eprop"):
-        return (learn.D_RTRL if name == "d_rtrl" else learn.EProp)(model, mesh=mesh)
-    if name in ("es_d_rtrl", "ostl_feedforward"):
-        cls = learn.ES_D_RTRL if name == "es_d_rtrl" else learn.OSTLFeedforward
-        return cls(model, decay, mesh=mesh)
-    if mesh is not None:
-        raise ValueError(
-            f"mesh= applies to the ETP learners (d_rtrl, es_d_rtrl, eprop, ostl_feedforward); "
-            f"{name!r} keeps a whole-step influence matrix and runs on one device."
-        )
-    if name.startswith("snap"):
-        return learn.SnAp(model, n=int(name[4:]))
-    if name == "bptt":
-        return learn.TruncatedBPTT(model, window=window)
-    return {"rtrl": learn.RTRL, "uoro": learn.UORO, "ostl_recurrent": learn.OSTLRecurrent}[name](
-        model
-    )
+    return canonical_name(algorithm)
 
 
 def build_algorithm(
@@ -293,4 +328,4 @@ def build_algorithm(
                 f"{missing or ['__call__']}."
             )
         return algorithm
-    return _build_named(model, live_algorithm_name(algorithm), decay, mesh, window)
+    return build_learner(model, algorithm, decay=decay, mesh=mesh, window=window)

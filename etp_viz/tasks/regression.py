@@ -1,0 +1,139 @@
+"""Regression teaching tasks (a target at every step, MSE): sine regression, leaky integrator."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from etp_viz import nn
+
+from .base import Recipe, Task, _rng
+
+__all__ = ["LeakyIntegrator", "SineRegression"]
+
+
+@dataclasses.dataclass
+class SineRegression(Task):
+    """Fit a sum of sines from frozen Poisson spike input (the e-prop tutorial classic).
+
+    The input is a fixed random spike pattern (``input_size`` channels firing with
+    probability ``rate`` per step, drawn once from the seed); the target is a fixed sum of
+    ``n_components`` sines with periods ``n_steps / k``. The network must map the frozen
+    noise to the curve. MSE loss. Suggested model: recurrent LIF + leaky readout.
+
+    Examples
+    --------
+    >>> xs, ys = SineRegression(n_steps=50).sample(1, batch_size=2)
+    >>> xs.shape, ys.shape
+    ((50, 2, 20), (50, 2, 1))
+    """
+
+    name: ClassVar[str] = "sine"
+    spiking_by_default: ClassVar[bool] = True
+    output_size: ClassVar[int] = 1
+    lesson: ClassVar[str] = (
+        "Online learners fit a curve in time from frozen spike noise: the loss falls well "
+        "below chance (the target's variance) for every learner, D-RTRL and e-prop as well "
+        "as BPTT, because the readout and the neurons' own traces carry what the task needs."
+    )
+
+    input_size: int = 20
+    n_steps: int = 100
+    n_components: int = 3
+    rate: float = 0.05
+    #: If False, the input spikes are redrawn for every episode instead of frozen.
+    frozen: bool = True
+
+    def target_curve(self) -> np.ndarray:
+        """The fixed target ``[T]``: a sum of sines with amplitudes and phases from the seed."""
+        rng = _rng((self.seed, 1_000_003))
+        t = np.arange(self.n_steps)
+        periods = self.n_steps / np.arange(1, self.n_components + 1)
+        amplitudes = rng.uniform(0.5, 2.0, self.n_components)
+        phases = rng.uniform(0.0, 2 * math.pi, self.n_components)
+        waves = amplitudes[:, None] * np.sin(2 * math.pi * t / periods[:, None] + phases[:, None])
+        return waves.sum(0) / self.n_components
+
+    def recipe(self) -> Recipe:
+        """Adam 1e-3 on an unbatched recurrent LIF network (the input is frozen: a batch adds
+        nothing), per-step updates, 10,000 steps (100 episodes); faster rates kill BPTT's
+        spiking (the network falls silent)."""
+        return Recipe(
+            optimizer="adam", learning_rate=1e-3, batch_size=None, spiking=True, steps=10_000
+        )
+
+    @property
+    def chance_loss(self) -> float:
+        """The MSE of the best constant: the variance of :meth:`target_curve`."""
+        return float(np.var(self.target_curve().astype(np.float64)))
+
+    def _episode(self, rng: np.random.Generator, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        pattern_rng = _rng((self.seed, 1_000_033)) if self.frozen else rng
+        draws = pattern_rng.random((self.n_steps, 1 if self.frozen else batch, self.input_size))
+        xs = np.broadcast_to(draws < self.rate, (self.n_steps, batch, self.input_size))
+        ys = np.broadcast_to(self.target_curve()[:, None, None], (self.n_steps, batch, 1))
+        return xs.astype(np.float32), ys.astype(np.float32)
+
+
+@dataclasses.dataclass
+class LeakyIntegrator(Task):
+    r"""Track a leaky integral of white noise: :math:`y_t = \lambda y_{t-1} + (1-\lambda) u_t`.
+
+    ``λ = exp(-1/tau)`` per channel, ``u_t ~ N(0, noise_std²)``, ``y_{-1} = 0``; output size
+    equals input size. MSE loss. Its recurrence is element-wise, so the suggested
+    :class:`~etp_viz.nn.MiniGRU` (diagonal hidden Jacobian) can represent it exactly and
+    D-RTRL is exact on it.
+
+    Examples
+    --------
+    >>> xs, ys = LeakyIntegrator(input_size=1, tau=2.0).sample(0)
+    >>> xs.shape
+    (100, 1)
+    """
+
+    name: ClassVar[str] = "leaky_integrator"
+    rate_cell: ClassVar[type] = nn.MiniGRU
+    lesson: ClassVar[str] = (
+        "When every unit only remembers itself (a diagonal recurrence), D-RTRL drops no "
+        "Jacobian term: its online gradient is exact and it learns as fast as BPTT."
+    )
+
+    input_size: int = 2
+    n_steps: int = 100
+    tau: float = 10.0
+    noise_std: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.tau <= 0:
+            raise ValueError(f"LeakyIntegrator needs tau > 0, got {self.tau}.")
+
+    @property
+    def output_size(self) -> int:
+        return self.input_size
+
+    def recipe(self) -> Recipe:
+        """Adam 1e-2, batch 16, a MiniGRU of 32 units, per-step updates, 3,000 steps."""
+        return Recipe(optimizer="adam", learning_rate=1e-2, batch_size=16, steps=3_000)
+
+    @property
+    def chance_loss(self) -> float:
+        r"""The MSE of predicting 0 (the target's mean), averaged over an episode's steps:
+        :math:`\sigma^2 (1-\lambda)^2 (1 - \lambda^{2(t+1)}) / (1 - \lambda^2)` at step t."""
+        decay = math.exp(-1.0 / self.tau)
+        t = np.arange(self.n_steps)
+        per_step = (1 - decay) ** 2 * (1 - decay ** (2 * (t + 1))) / (1 - decay**2)
+        return float(self.noise_std**2 * per_step.mean())
+
+    def _episode(self, rng: np.random.Generator, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        decay = math.exp(-1.0 / self.tau)
+        xs = rng.normal(0.0, self.noise_std, (self.n_steps, batch, self.input_size))
+        ys = np.zeros_like(xs)
+        y = np.zeros((batch, self.input_size))
+        for t in range(self.n_steps):
+            y = decay * y + (1.0 - decay) * xs[t]
+            ys[t] = y
+        return xs.astype(np.float32), ys.astype(np.float32)

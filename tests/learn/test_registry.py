@@ -1,0 +1,82 @@
+"""The learner registry and the learner contract: every registered name builds a learner that
+satisfies :class:`~etp_viz.learn.registry.OnlineLearner`, learns (its online gradient of a
+step is finite and the same shape as the weights), and resolves the same way everywhere."""
+
+from __future__ import annotations
+
+import brainstate
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import etp_viz
+from etp_viz.learn.registry import (
+    DEFAULT_LEARNER,
+    LEARNERS,
+    OnlineLearner,
+    build_learner,
+    canonical_name,
+    learner_names,
+    spec_of,
+)
+
+
+def _model():
+    with brainstate.random.seed_context(0):
+        net = etp_viz.tasks.RecurrentNet(etp_viz.nn.GRUCell(3, 4), etp_viz.nn.Linear(4, 2))
+    return brainstate.nn.init_all_states(net)
+
+
+@pytest.mark.parametrize("name", learner_names())
+def test_every_registered_learner_satisfies_the_contract_and_learns(name):
+    model = _model()
+    alg = build_learner(model, name)
+    assert isinstance(alg, OnlineLearner), f"{name}: {type(alg).__name__} breaks the contract"
+    x = jnp.ones(3)
+    alg.compile_graph(x)
+    assert alg.model is model
+    params = alg.param_states
+    assert params, name
+    grads = brainstate.transform.grad(lambda: jnp.sum(alg(x) ** 2), params)()
+    for path, grad in grads.items():
+        for leaf, weight in zip(jax.tree.leaves(grad), jax.tree.leaves(params[path].value)):
+            assert np.shape(leaf) == np.shape(weight), (name, path)
+            assert np.isfinite(np.asarray(leaf)).all(), (name, path)
+    alg.reset_traces()
+    alg.reset_state()
+
+
+def test_names_fold_case_dashes_and_aliases():
+    assert canonical_name("D-RTRL") == "d_rtrl"
+    assert canonical_name("pp_prop") == "es_d_rtrl"
+    assert canonical_name("SnAp-7") == "snap7"
+    assert canonical_name("ostl") == "ostl_recurrent"
+    assert canonical_name("truncated-bptt") == "bptt"
+    assert DEFAULT_LEARNER in learner_names()
+    assert spec_of("snap3").family == "snap"
+
+
+@pytest.mark.parametrize("bad", ["snap0", "snap", "drtrl2", "bptt3", ""])
+def test_an_unknown_name_lists_the_valid_ones(bad):
+    with pytest.raises(ValueError, match="Valid names: .*d_rtrl"):
+        canonical_name(bad)
+
+
+def test_options_are_checked_against_the_learner():
+    model = _model()
+    alg = build_learner(model, "es_d_rtrl", {"decay": 0.5})
+    assert float(np.asarray(alg.alpha_x)) == pytest.approx(0.5)
+    assert build_learner(model, "bptt", window=7).window == 7
+    assert build_learner(model, "rtrl", decay=0.5, window=3) is not None  # defaults: ignored
+    with pytest.raises(TypeError, match=r"'rtrl' takes the options none; got \['decay'\]"):
+        build_learner(model, "rtrl", {"decay": 0.5})
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("batch",))
+    with pytest.raises(TypeError, match="mesh= applies to the ETP learners"):
+        build_learner(model, "snap1", mesh=mesh)
+
+
+def test_every_spec_names_its_family_and_kind():
+    for spec in LEARNERS.values():
+        assert spec.family and spec.kind in {"etp", "influence", "window"}, spec
+        assert spec.summary, spec.name
