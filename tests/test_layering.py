@@ -25,6 +25,7 @@ ALLOWED = {
     "live": {"learn", "compiler", "nn", "ops", "tasks", "_compat"},
     "view": {"compiler", "learn", "ops", "_compat"},
     "plot": {"live", "_compat"},
+    "testing": {"compiler", "_compat"},
 }
 LAYERS = (*ALLOWED, "explorer", "__main__")
 WIDGET_PACKAGES = ("anywidget", "ipywidgets", "traitlets")

@@ -37,8 +37,11 @@ __all__ = [
     "trace_to_param",
 ]
 
-#: Call-like primitives whose bodies are spliced into the caller.
-CALL_PRIMITIVE_NAMES = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"})
+#: Call-like primitives whose bodies are spliced into the caller (``jax.checkpoint`` binds
+#: ``remat2`` in jax 0.10, ``checkpoint`` before; splicing it only gives up the recompute).
+CALL_PRIMITIVE_NAMES = frozenset(
+    {"pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint"}
+)
 #: Control flow: bodies are never inlined; ETP ops inside them are reported.
 CONTROL_FLOW_PRIMITIVE_NAMES = frozenset({"scan", "while", "cond"})
 #: Custom-derivative calls: kept as one equation, analysed through their body.

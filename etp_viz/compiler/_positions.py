@@ -16,7 +16,7 @@ from etp_viz import _compat
 
 from ._jaxpr import CALL_PRIMITIVE_NAMES, CUSTOM_CALL_PRIMITIVE_NAMES, sub_jaxprs
 
-__all__ = ["is_position_preserving", "is_tail_position_preserving"]
+__all__ = ["carries_no_derivative", "is_position_preserving", "is_tail_position_preserving"]
 
 ELEMENTWISE_PRIMITIVE_NAMES = frozenset(
     """
@@ -40,6 +40,15 @@ def _non_unit(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _shape(atom: Any) -> tuple[int, ...]:
     return tuple(getattr(getattr(atom, "aval", None), "shape", ()))
+
+
+def carries_no_derivative(eqn: Any) -> bool:
+    """Every output is boolean or integer (a comparison, a cast to int): no derivative passes,
+    so no dependency does either (the condition of a ``jnp.where`` that reads the state)."""
+    import numpy as np
+
+    dtypes = [getattr(getattr(v, "aval", None), "dtype", None) for v in eqn.outvars]
+    return bool(dtypes) and all(d is not None and not np.issubdtype(d, np.inexact) for d in dtypes)
 
 
 def is_position_preserving(eqn: Any, dependent: list[bool], cache: dict | None = None) -> bool:
@@ -93,28 +102,31 @@ def _is_gradient_enabled_etp(primitive: Any) -> bool:
 
 
 def is_tail_position_preserving(eqn: Any, dependent: list[bool], cache: dict | None = None) -> bool:
-    """:func:`is_position_preserving` for a relation's ``y -> h`` tail, where broadcasting
-    ``y`` along new *leading* axes also keeps positions: a per-neuron ``(N,)`` value added to
-    a ``(B, N)`` batch lands on neuron ``n`` of every row, and ``dh/dy`` stays one number per
-    (row, neuron). A broadcast along a trailing axis (``(B, 1) -> (B, N)``) still couples."""
+    """:func:`is_position_preserving` for a relation's ``y -> h`` tail, where *broadcasting*
+    ``y`` also keeps positions: each position of ``h`` still reads one position of ``y``, so
+    ``dh/dy`` stays one number per hidden position. Along new leading axes (a per-neuron
+    ``(N,)`` value added to a ``(B, N)`` batch) or along unit axes anywhere (a per-module
+    ``(G, 1)`` gain on a ``(G, N)`` state): the trace of each hidden position carries its own
+    ``df`` and the gradient sums the positions that share a ``y`` entry. What couples is the
+    other direction: one ``h`` position reading several ``y`` positions (a sum, a matmul, a
+    shift)."""
     name = eqn.primitive.name
     if name == "broadcast_in_dim":
         in_shape, out_shape = _shape(eqn.invars[0]), _shape(eqn.outvars[0])
-        lead = len(out_shape) - len(in_shape)
         dims = tuple(eqn.params["broadcast_dimensions"])
-        if dims == tuple(range(lead, len(out_shape))) and _leading(in_shape, out_shape):
+        if list(dims) == sorted(dims) and all(
+            size in (1, out_shape[d]) for size, d in zip(in_shape, dims)
+        ):
             return True
     if name in ELEMENTWISE_PRIMITIVE_NAMES:
         out = _shape(eqn.outvars[0])
-        return all(_leading(_shape(v), out) or not dep for v, dep in zip(eqn.invars, dependent))
+        return all(_broadcasts(_shape(v), out) or not dep for v, dep in zip(eqn.invars, dependent))
     return is_position_preserving(eqn, dependent, cache)
 
 
-def _leading(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
-    """``shape`` broadcasts to ``out`` along leading axes only (right-aligned, its leading
-    unit axes dropped, what is left equals ``out``'s trailing axes)."""
-    start = 0
-    while start < len(shape) and shape[start] == 1:
-        start += 1
-    core = shape[start:]
-    return len(core) <= len(out) and tuple(out[len(out) - len(core) :]) == core
+def _broadcasts(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """``shape`` broadcasts to ``out`` (numpy rules: right-aligned, each axis 1 or equal)."""
+    if len(shape) > len(out):
+        return False
+    tail = out[len(out) - len(shape) :]
+    return all(a in (1, b) for a, b in zip(shape, tail))

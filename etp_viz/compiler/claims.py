@@ -60,6 +60,7 @@ from .dataflow import (
     Flow,
     bits_of,
     leaf_name,
+    relation_leaves,
 )
 
 __all__ = ["CLAIM_ALGORITHMS", "GradientClaim", "GradientClaims", "gradient_claims"]
@@ -235,6 +236,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     }
     bypass = set(map(tuple, getattr(graph, "bypass_hidden", ()) or ()))
     rel_drops = [_relation_drops(flow, r, bypass) for r in range(len(flow.relations))]
+    rel_silent = [_silent_states(flow, r, bypass) for r in range(len(flow.relations))]
     claims = GradientClaims()
     for path, leaves in minfo.weight_path_to_invars.items():
         for leaf_index, leaf in enumerate(leaves):
@@ -242,17 +244,17 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
             uses = [
                 r
                 for r, rel in enumerate(flow.relations)
-                if any(
-                    rel.trainable_paths[k] == path and rel.trainable_leaf_indices[k] == leaf_index
-                    for k in rel.trainable_vars
-                )
+                if any((path, leaf_index) in relation_leaves(rel, k) for k in rel.trainable_vars)
             ]
             readout = (path, leaf_index) in readout_leaves
             drops = [d for r in uses for d in rel_drops[r]]
             drops += _plain_drops(flow, flow.leaf_bit[leaf], key)
+            silent = [rel_silent[r] for r in uses]
             if not uses and not readout:
                 kind, reason = "none", _none_reason(graph, path, drops)
                 drops = []
+            elif all(silent) and not readout:
+                kind, reason = "none", _silent_reason(flow, silent)
             else:
                 if uses and name == "es_d_rtrl":
                     drops.insert(0, (ES_REASON, ()))
@@ -432,6 +434,46 @@ def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
                 )
             )
     return drops
+
+
+def _silent_states(flow: Flow, r: int, bypass: set) -> int:
+    """The states relation ``r`` traces when no learning signal ever meets its traces (their
+    online contribution is zero by structure), else 0.
+
+    The online gradient of ``r`` is the traces of its states ``T_r`` contracted with their
+    learning signal (the same-step derivative of the loss by their new values) plus the bypass
+    term (the output's read of their previous values). When no state of ``T_r`` reaches an
+    output in the step it is written (only through another state's previous value, a step
+    later) and the output reads none of their previous values through a bypass, both are 0
+    for every input.
+    """
+    rel = flow.relations[r]
+    tracked = flow.bits_of_paths([p for g in rel.hidden_groups for p in g.hidden_paths])
+    old_out = flow.at_output[OLD_C] | flow.at_output[OLD_E] | flow.at_output[OLD_P]
+    bypassed = sum(
+        1 << k
+        for k, m in enumerate(flow.memories)
+        if (old_out & tracked) >> k & 1 and m.hidden_path in bypass
+    )
+    return 0 if tracked & (flow.signal | bypassed) else tracked
+
+
+def _silent_reason(flow: Flow, silent: list) -> str:
+    states = 0
+    for bits in silent:
+        states |= bits
+    readers = sum(
+        1 << k
+        for k in range(len(flow.memories))
+        if (flow.old_total[k] | flow.new_closure[k]) & states and not states >> k & 1
+    )
+    names = _names(flow.memories, states)
+    via = f", through {_names(flow.memories, readers)}" if readers else ""
+    return (
+        f"zero by structure: {names} (what its trace follows) reaches the loss only in a later "
+        f"step than the one it is written in{via}, and no output reads its previous value: no "
+        "learning signal ever meets the trace"
+    )
 
 
 def _plain_drops(flow: Flow, leaf_bit: int, key: str) -> list:

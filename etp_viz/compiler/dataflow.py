@@ -30,7 +30,11 @@ import jax
 from etp_viz import _compat
 
 from ._jaxpr import VISITS
-from ._positions import is_position_preserving, is_tail_position_preserving
+from ._positions import (
+    carries_no_derivative,
+    is_position_preserving,
+    is_tail_position_preserving,
+)
 
 __all__ = ["Flow", "Memory", "bits_of", "leaf_name", "or_all"]
 
@@ -121,9 +125,9 @@ class Flow:
         for r, rel in enumerate(self.relations):
             ops = own_operands.setdefault(self.rel_eqn[r], {})
             for key, var in rel.trainable_vars.items():
-                path = rel.trainable_paths[key]
-                leaf = self.minfo.weight_path_to_invars[path][rel.trainable_leaf_indices[key]]
-                ops[var] = ops.get(var, 0) | self.leaf_bit[leaf]
+                for path, index in relation_leaves(rel, key):
+                    leaf = self.minfo.weight_path_to_invars[path][index]
+                    ops[var] = ops.get(var, 0) | self.leaf_bit[leaf]
         rel_at = {}
         for r, index in enumerate(self.rel_eqn):
             rel_at[index] = rel_at.get(index, 0) | 1 << r
@@ -141,7 +145,7 @@ class Flow:
             masks = [[t.get(v, 0) if v is not None else 0 for v in ins] for t in tables]
             union = [or_all(m) for m in masks]
             self.eqn_in.append(union)
-            if not any(union) and index not in rel_at:
+            if not any(union) and index not in rel_at or carries_no_derivative(eqn):
                 continue
             oc, oe, op, yc, ye, yp, pl, nw = union
             boundary = is_etp_primitive(eqn.primitive) and not is_etp_enable_gradient_primitive(
@@ -271,7 +275,9 @@ def memories_of(minfo: Any) -> list:
         path = minfo.path_of(state)
         for offset, (key, _) in enumerate(leaves):
             invar, outvar = invars[start + offset], outvars[start + offset]
-            if not isinstance(state, brainstate.ParamState) and outvar is not invar:
+            inexact = jax.numpy.issubdtype(invar.aval.dtype, jax.numpy.inexact)
+            if not isinstance(state, brainstate.ParamState) and outvar is not invar and inexact:
+                # an integer state carries no derivative: no gradient reaches or leaves it
                 name = leaf_name(path, key)
                 out.append(Memory(name, invar, outvar, hidden_of.get(invar)))
         start += len(leaves)
@@ -286,6 +292,13 @@ def leaf_name(path: tuple, key: tuple) -> str:
                 parts.append(str(getattr(entry, attr)))
                 break
     return ".".join(parts)
+
+
+def relation_leaves(rel: Any, key: str) -> tuple:
+    """``(path, leaf index)`` of every parameter leaf the trainable input ``key`` of ``rel``
+    is computed from (the learner pulls the gradient back to each)."""
+    attributed = ((rel.trainable_paths[key], rel.trainable_leaf_indices[key]),)
+    return tuple(dict.fromkeys(attributed + tuple(rel.trainable_all_leaves.get(key, ()))))
 
 
 def relation_eqn(minfo: Any, rel: Any) -> int:

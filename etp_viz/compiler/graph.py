@@ -201,6 +201,21 @@ class ETraceGraph(NamedTuple):
         """
         return gradient_claims(self, algorithm)
 
+    def claims_json(self, algorithms: Any = ("d_rtrl",), path: Any = None) -> str:
+        """A snapshot of the gradient claims as JSON text (written to ``path`` when given),
+        for ``etp_viz.testing.assert_claims`` and ``python -m etp_viz check``: a refactor
+        that silently changes a weight's claim then fails a test, naming the weight.
+
+        >>> graph.claims_json(["d_rtrl", "es_d_rtrl"], path="claims.json")  # doctest: +SKIP
+        """
+        import json
+
+        text = json.dumps(claims_snapshot(self, algorithms), indent=2) + "\n"
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as file:
+                file.write(text)
+        return text
+
     def eval_executor(
         self,
         flat_inputs: Any,
@@ -338,6 +353,9 @@ def compile_etrace_graph(
 
 def _weight_status(minfo, relations, readouts, diagnostics) -> dict:
     online = {p for r in relations for p in r.trainable_paths.values()}
+    online |= {
+        p for r in relations for leaves in r.trainable_all_leaves.values() for p, _ in leaves
+    }
     named = {r.weight_path for r in diagnostics.records if r.weight_path is not None}
     status = {}
     for path, leaves in minfo.weight_path_to_invars.items():
@@ -448,3 +466,24 @@ def _matches(record: CompilationRecord, weight_path, hidden_path, kind) -> bool:
 
 def _dot(path: Any) -> str:
     return ".".join(map(str, path))
+
+
+#: the ``"format"`` of a claims snapshot (``graph.claims_json()``)
+SNAPSHOT_FORMAT = "etp_viz.claims/1"
+
+
+def claims_snapshot(graph: Any, algorithms: Any = ("d_rtrl",)) -> dict[str, Any]:
+    """The claims of ``graph`` for each algorithm as plain data: what ``graph.claims_json()``
+    writes and ``etp_viz.testing.assert_claims`` compares.
+
+    ``{"format": ..., "claims": {algorithm: {leaf: kind}}, "reasons": {algorithm: {leaf:
+    reason}}}``; only the kinds are compared, the reasons say why (for a reader of a diff).
+    """
+    names = [algorithms] if isinstance(algorithms, str) else list(algorithms)
+    kinds: dict[str, dict] = {}
+    reasons: dict[str, dict] = {}
+    for algorithm in names:
+        claims = gradient_claims(graph, algorithm)
+        kinds[algorithm] = {path: c.kind for path, c in claims.items()}
+        reasons[algorithm] = {path: c.reason for path, c in claims.items() if c.reason}
+    return {"format": SNAPSHOT_FORMAT, "claims": kinds, "reasons": reasons}

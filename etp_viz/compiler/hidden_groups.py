@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from etp_viz import _compat
 
 from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr
-from ._positions import is_position_preserving
+from ._positions import carries_no_derivative, is_position_preserving
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 from .module_info import ModuleInfo, extract_module_info
 
@@ -204,7 +204,7 @@ def _forward_dependencies(minfo: ModuleInfo, paths: list, coupled: bool):
         mask = 0
         for m in masks:
             mask |= m
-        if not mask or _is_boundary(eqn, coupled):
+        if not mask or _is_boundary(eqn, coupled) or carries_no_derivative(eqn):
             continue
         if not coupled and not is_position_preserving(eqn, [bool(m) for m in masks], cache):
             cuts[index] = mask
@@ -291,7 +291,7 @@ def _backward_needed(minfo, members, cuts, coupled) -> dict:
         mask = 0
         for var in eqn.outvars:
             mask |= needed.get(var, 0) if _compat.is_var(var) else 0
-        if not mask or index in cuts or _is_boundary(eqn, coupled):
+        if not mask or index in cuts or _is_boundary(eqn, coupled) or carries_no_derivative(eqn):
             continue
         for var in eqn.invars:
             if _compat.is_var(var):

@@ -138,6 +138,15 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
         if type(error) not in (TypeError, ValueError):  # a subclass may take other arguments
             raise
         raise _explain_tracing_error(error, model, args) from error
+    except AttributeError as error:
+        if _has_hidden_states(model):
+            raise
+        raise ValueError(
+            f"model: {type(model).__name__}'s states are not initialised (tracing its step "
+            f"raised {type(error).__name__}: {error}). Call "
+            "brainstate.nn.init_all_states(model) (with batch_size=B for batched inputs) "
+            "before compiling, verifying or learning."
+        ) from error
     closed = stateful.get_jaxpr(*args)
     states = tuple(stateful.get_states(*args))
     written = list(stateful.get_state_trace(*args).been_writen)
@@ -242,6 +251,12 @@ def _explain_tracing_error(error: Exception, model: Any, args: Sequence[Any]) ->
     return type(error)(f"{error}\n{context}")
 
 
+def _has_hidden_states(model: Any) -> bool:
+    return any(
+        not isinstance(st, brainstate.ParamState) for st in brainstate.graph.states(model).values()
+    )
+
+
 def _shape_text(leaf: Any) -> str:
     dtype = getattr(leaf, "dtype", None)
     return f"{dtype}{list(jax.numpy.shape(leaf))}" if dtype is not None else repr(leaf)
@@ -288,7 +303,7 @@ def _classify_states(states, state_invars, state_outvars, state_id_to_path) -> d
     }
     for st, invars, outvars in zip(states, state_invars, state_outvars):
         path = state_id_to_path[id(st)]
-        if isinstance(st, brainstate.HiddenState):
+        if isinstance(st, brainstate.HiddenState) and _carries_gradient(st):
             _add_hidden(maps, st, path, jax.tree.leaves(invars), jax.tree.leaves(outvars))
         elif isinstance(st, brainstate.ParamState):
             leaves = jax.tree.leaves(invars)
@@ -297,6 +312,13 @@ def _classify_states(states, state_invars, state_outvars, state_id_to_path) -> d
             for var in leaves:
                 maps["invar_to_weight_path"][var] = path
     return maps
+
+
+def _carries_gradient(state: Any) -> bool:
+    """An integer or boolean state (a refractory countdown, a spike count) has no derivative:
+    it is carried as a plain state, not traced as a hidden state."""
+    leaves = jax.tree.leaves(state.value)
+    return not leaves or any(jax.numpy.issubdtype(leaf.dtype, jax.numpy.inexact) for leaf in leaves)
 
 
 def _add_hidden(maps: dict, state: Any, path: Path, invars: list, outvars: list) -> None:

@@ -85,6 +85,10 @@ class HiddenParamOpRelation(NamedTuple):
     #: constvars of each ``y_to_hidden_group_jaxprs[k]`` (jax 0.12 folds them into invars)
     y_to_hidden_group_constvars: list = []
     trainable_param_constvars: dict = {}
+    #: every ``(path, leaf index)`` each trainable input is computed from (weight
+    #: normalisation ``g * v / |v|``: ``v`` and ``g``); the learner pulls the relation's
+    #: gradient back to all of them
+    trainable_all_leaves: dict = {}
 
     @property
     def x(self) -> Any:
@@ -250,6 +254,7 @@ class _RelationFinder:
             trainable_chain_eqn_indices=trainables["chain_eqns"],
             y_to_hidden_group_constvars=[list(c) for c in tail_consts],
             trainable_param_constvars=trainables["constvars"],
+            trainable_all_leaves=trainables["all_leaves"],
         )
         self.diag.emit(
             DiagnosticKind.RELATION_INCLUDED,
@@ -292,7 +297,8 @@ class _RelationFinder:
         out: dict[str, dict] = {
             k: {}
             for k in (
-                "vars paths leaf_indices states chains is_leaf jaxprs fns chain_eqns constvars"
+                "vars paths leaf_indices states chains is_leaf jaxprs fns chain_eqns constvars "
+                "all_leaves"
             ).split()
         }
         for key, invar_index in keys.items():
@@ -315,11 +321,12 @@ class _RelationFinder:
             if len(found.paths) > 1 or len(found.leaf_indices) > 1:
                 self.diag.emit(
                     DiagnosticKind.PYTREE_WEIGHT_LEAF_AMBIGUOUS,
-                    DiagnosticLevel.WARNING,
+                    DiagnosticLevel.INFO,
                     f"{eqn.primitive.name} (equation {index}): trainable input '{key}' is "
-                    f"computed from several parameter leaves {found.describe()}; it is "
-                    f"attributed to {_dot(found.path)} leaf {found.leaf_index} (first found). "
-                    "Feed each ParamState leaf to its own ETP input to avoid this.",
+                    f"computed from several parameter leaves {found.describe()} (e.g. weight "
+                    "normalisation); the relation's gradient is pulled back through that "
+                    f"computation to each of them (the relation is named after "
+                    f"{_dot(found.path)}).",
                     primitive=eqn.primitive,
                     weight_path=found.path,
                     eqn_indices=(index, *found.chain_eqn_indices),
@@ -336,6 +343,7 @@ class _RelationFinder:
             out["fns"][key] = found.fn
             out["chain_eqns"][key] = found.chain_eqn_indices
             out["constvars"][key] = found.constvars
+            out["all_leaves"][key] = tuple(found.leaf_indices)
         if not out["paths"]:
             self.diag.emit(
                 DiagnosticKind.RELATION_EXCLUDED_NO_PARAMSTATE,

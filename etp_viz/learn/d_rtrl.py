@@ -45,7 +45,7 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
         See :class:`~etp_viz.learn.ETraceVjpGraphExecutor`.
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
-        live sharded, weights replicated (:mod:`etp_viz.learn.sharding`).
+        live sharded, weights replicated (:mod:`etp_viz.learn.base`).
 
     Examples
     --------

@@ -64,7 +64,7 @@ class EProp(ParamDimVjpAlgorithm):
     vjp_method : {'single-step', 'multi-step'}
         Random feedback needs ``'single-step'``.
     mesh : jax.sharding.Mesh, optional
-        Split the batch over the mesh's ``"batch"`` axis (:mod:`etp_viz.learn.sharding`).
+        Split the batch over the mesh's ``"batch"`` axis (:mod:`etp_viz.learn.base`).
 
     Examples
     --------
@@ -219,6 +219,8 @@ class EProp(ParamDimVjpAlgorithm):
             kind = claim.kind
             if extra and kind == "exact":
                 kind = "approximate"
+            elif kind == "none" and claim.online and tuple(claim.weight_path) in random_paths:
+                kind = "approximate"  # the random signal is the output error: not zero
             reason = "; ".join([r for r in (claim.reason, *extra) if r])
             claims[key] = dataclasses.replace(claim, kind=kind, reason=reason, algorithm="eprop")
         return claims

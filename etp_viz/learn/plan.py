@@ -129,6 +129,15 @@ def _check_shapes(relations: list, groups: tuple) -> None:
         y_shape = tuple(rel.y_var.aval.shape)
         for g in rel.group_indices:
             varshape = tuple(groups[g].varshape)
+            if y_shape != varshape and rel.x_var is not None and y_shape == varshape[1:]:
+                raise ValueError(
+                    f"x: the input has no batch axis: {rel.primitive.name} (equation "
+                    f"{rel.eqn_index}) produces y of shape {y_shape} but hidden group {g} was "
+                    f"initialised with a batch axis, shape {varshape}. Pass one step's input "
+                    f"with the batch axis first (shape ({varshape[0]}, ...); verify: xs of "
+                    f"shape (T, {varshape[0]}, ...)), or initialise the model unbatched: "
+                    "brainstate.nn.init_all_states(model) without batch_size."
+                )
             if y_shape != varshape and rel.x_var is not None:
                 raise NotImplementedError(
                     f"{rel.primitive.name} (equation {rel.eqn_index}) produces y of shape "

@@ -60,7 +60,7 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
     vjp_method : {'single-step', 'multi-step'}
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
-        live sharded, weights replicated (:mod:`etp_viz.learn.sharding`).
+        live sharded, weights replicated (:mod:`etp_viz.learn.base`).
 
     Examples
     --------

@@ -91,8 +91,14 @@ def learning_status(plan: Any, graph: Any) -> LearningStatus:
     minfo = plan.module_info
     readouts = readout_paths(minfo, plan.hidden_outvars)
     status = LearningStatus()
+    graph_relations = graph.hidden_param_op_relations
     for path in minfo.weight_path_to_invars:
-        rels = [r for r in plan.relations if path in r.weight_paths.values()]
+        rels = [
+            r
+            for r in plan.relations
+            if path in r.weight_paths.values()
+            or path in _computed_from(graph_relations[r.graph_index])
+        ]
         groups = tuple(dict.fromkeys(g for r in rels for g in r.group_indices))
         entry = ParamLearning(
             path=tuple(path),
@@ -104,6 +110,13 @@ def learning_status(plan: Any, graph: Any) -> LearningStatus:
             entry = dataclasses.replace(entry, reason=_reason(graph, path))
         status[tuple(path)] = entry
     return status
+
+
+def _computed_from(relation: Any) -> set:
+    """Every ParamState path a relation's trainable inputs are computed from (weight
+    normalisation: ``v`` and ``g``); each gets its gradient through that computation."""
+    leaves = getattr(relation, "trainable_all_leaves", {}) or {}
+    return {tuple(path) for found in leaves.values() for path, _ in found}
 
 
 def _reason(graph: Any, path: tuple) -> str:

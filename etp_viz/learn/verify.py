@@ -38,7 +38,6 @@ __all__ = ["VerifyReport", "VerifyRow", "verify"]
 
 #: Relative error above which an "exact" claim is contradicted, by gradient dtype.
 EXACT_TOLERANCE = {np.dtype("float64"): 1e-7, np.dtype("float32"): 2e-3}
-_ALGORITHMS = ("d_rtrl", "es_d_rtrl", "pp_prop", "eprop")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,13 +172,17 @@ def verify(
     ys : array, optional
         Targets, time first (``T`` of them). With ``ys``, the loss is ``loss(y_t, ys[t])``.
     algorithm : str, class or instance
-        ``"d_rtrl"`` (default), ``"es_d_rtrl"`` (``"pp_prop"``), ``"eprop"``, an algorithm
-        class or a built instance of one for this model (e.g. ``EProp(model, ...)``).
+        Any registered name (:mod:`etp_viz.learn.registry`: ``"d_rtrl"`` (default),
+        ``"es_d_rtrl"`` (``"pp_prop"``), ``"eprop"``, ``"rtrl"``, ``"snap<n>"``, ``"uoro"``,
+        ``"ostl_recurrent"``, ``"ostl_feedforward"``, ``"bptt"``), an algorithm class or a
+        built instance of one for this model (e.g. ``EProp(model, ...)``).
     loss : callable, optional
         The per-step loss: ``loss(y_t)`` without targets, ``loss(y_t, target_t)`` with them.
         Default: ``mean((y - target)**2)``, or ``sum(y**2)`` without targets.
     **options
-        For a named algorithm: ``decay`` (or ``decay_or_rank``) and ``vjp_method``.
+        For a named algorithm, the options it takes (the registry says which: ``decay`` (or
+        ``decay_or_rank``) and ``vjp_method`` for ES-D-RTRL, ``window`` for ``"bptt"``...);
+        another is a TypeError naming the valid ones.
 
     Returns
     -------
@@ -210,18 +213,27 @@ def verify(
                 "is no online gradient to check. See etp_viz.compile_etrace_graph(model, "
                 "x).explain()."
             )
-        claims = alg.graph.gradient_claims(algorithm=alg)
+        minfo = getattr(alg.graph, "module_info", None)  # an influence learner's StepGraph: none
+        if minfo is not None:
+            _check_loss(minfo, xs, ys, loss_fn, loss is None)
+        own_claims = getattr(alg, "gradient_claims", None)  # influence learners: from the step
+        claims = own_claims() if own_claims else alg.graph.gradient_claims(algorithm=alg)
         _restore(saved)
         true = bptt_gradients(model, xs, lambda outs: _total_loss(loss_fn, outs, ys))
         _restore(hidden)
         alg.reset_traces()
-        online = _online_gradients(alg, xs, ys, loss_fn)
+        online, bad_step = _online_gradients(alg, xs, ys, loss_fn)
     finally:
         if alg is not None and not given and alg.is_compiled:
             alg.reset_traces()
         _restore(saved)
     name = next((c.algorithm for c in claims.values()), canonical_algorithm(alg))
-    return _report(claims, online, true, name, len(xs))
+    report = _report(claims, online, true, name, len(xs))
+    if bad_step is not None:  # a NaN loss is a finding on every row, never a pass
+        why = f"the loss is NaN or inf (first at step {bad_step}): nothing was verified"
+        rows = [dataclasses.replace(r, contradiction=r.contradiction or why) for r in report.rows]
+        report = dataclasses.replace(report, rows=tuple(rows))
+    return report
 
 
 def _check_data(xs: Any, ys: Any) -> tuple[Any, Any]:
@@ -253,12 +265,57 @@ def _check_data(xs: Any, ys: Any) -> tuple[Any, Any]:
 
 def _resolve_loss(loss: Any, ys: Any) -> Callable[..., Any]:
     if loss is None:
-        if ys is None:
-            return lambda y: jnp.sum(y**2)
+        if ys is None:  # every output leaf (a dict or tuple output too)
+            return lambda y: sum(jnp.sum(leaf**2) for leaf in jax.tree.leaves(y))
         return lambda y, target: jnp.mean((y - target) ** 2)
     if not callable(loss):
         raise TypeError(f"loss must be a callable loss(y[, target]) -> scalar, got {loss!r}")
     return loss
+
+
+def _check_loss(minfo: Any, xs: Any, ys: Any, loss_fn: Any, default: bool) -> None:
+    """Every check of the loss against the model's output and the targets, before any run:
+    an error naming the argument, the shape expected and the fix."""
+    leaves = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in minfo.out_vars]
+    out = jax.tree.unflatten(minfo.out_treedef, leaves)
+    out_text = jax.tree.map(lambda leaf: tuple(leaf.shape), out)
+    target = None if ys is None else jax.ShapeDtypeStruct(ys.shape[1:], ys.dtype)
+    if default and target is not None:
+        if not isinstance(out, jax.ShapeDtypeStruct):
+            raise TypeError(
+                f"ys: the model's output is a {type(out).__name__} ({out_text}), which the "
+                "default loss mean((y - target)**2) cannot compare with one target array. Pass "
+                "loss=, e.g. loss=lambda y, target: jnp.mean((y['out'] - target) ** 2)."
+            )
+        if tuple(out.shape) != tuple(target.shape):
+            raise ValueError(
+                f"ys: each step's target must have the model output's shape {out_text}, got "
+                f"{tuple(target.shape)} (ys of shape {tuple(ys.shape)}; expected "
+                f"{(ys.shape[0], *out.shape)}). Reshape the targets, or pass a loss= that "
+                "compares them with the output."
+            )
+    args = (out,) if target is None else (out, target)
+    call = "loss(y)" if target is None else "loss(y, target)"
+    try:
+        value = jax.eval_shape(loss_fn, *args)
+    except Exception as error:
+        raise TypeError(
+            f"loss: {call} failed on the model's output {out_text}"
+            + ("" if target is None else f" and a target of shape {tuple(target.shape)}")
+            + f": {type(error).__name__}: {error}"
+        ) from error
+    shapes = [tuple(leaf.shape) for leaf in jax.tree.leaves(value)]
+    if len(shapes) != 1 or int(np.prod(shapes[0])) != 1:
+        raise ValueError(
+            f"loss: {call} must return one scalar per step; it returned "
+            f"{shapes[0] if len(shapes) == 1 else jax.tree.map(lambda v: v.shape, value)} for "
+            f"the model's output {out_text}. Reduce it, e.g. "
+            + (
+                "loss=lambda y: jnp.sum(y ** 2)."
+                if target is None
+                else "loss=lambda y, target: jnp.mean((y - target) ** 2)."
+            )
+        )
 
 
 def _step_loss(loss_fn: Any, y: Any, target: Any) -> Any:
@@ -276,35 +333,22 @@ def _total_loss(loss_fn: Any, outs: Any, ys: Any) -> Any:
 
 
 def _build(model: Any, algorithm: Any, options: dict) -> Any:
-    from .d_rtrl import D_RTRL
-    from .eprop import EProp
-    from .pp_prop import ES_D_RTRL
+    from .registry import build_learner
 
-    decay = options.pop("decay", options.pop("decay_or_rank", None))
-    vjp_method = options.pop("vjp_method", "single-step")
-    if options:
-        raise TypeError(
-            f"verify() got unknown option(s) {sorted(options)}; valid: algorithm, loss, "
-            "decay (ES-D-RTRL), vjp_method"
-        )
+    if "decay_or_rank" in options:
+        options["decay"] = options.pop("decay_or_rank")
     if isinstance(algorithm, brainstate.nn.Module):  # a built instance
+        if options:
+            raise TypeError(
+                f"verify() got option(s) {sorted(options)} for a built algorithm instance; "
+                "pass them when building it"
+            )
         if getattr(algorithm, "model", None) is not model:
             raise ValueError("the algorithm instance was built for another model")
         return algorithm
     if isinstance(algorithm, type):
-        return algorithm(model)
-    name = str(algorithm).lower().replace("-", "_")
-    if name not in _ALGORITHMS:
-        raise ValueError(
-            f"Unknown algorithm {algorithm!r}. Valid names: {list(_ALGORITHMS)}, an algorithm "
-            "class or an instance."
-        )
-    if name in ("d_rtrl", "eprop"):
-        if decay is not None:
-            raise TypeError("decay is an ES-D-RTRL option; D-RTRL and e-prop have none")
-        cls = D_RTRL if name == "d_rtrl" else EProp
-        return cls(model, vjp_method=vjp_method)
-    return ES_D_RTRL(model, 0.9 if decay is None else decay, vjp_method=vjp_method)
+        return algorithm(model, **options)
+    return build_learner(model, str(algorithm), options)
 
 
 def _online_gradients(alg: Any, xs: Any, ys: Any, loss_fn: Any) -> dict:
@@ -313,12 +357,14 @@ def _online_gradients(alg: Any, xs: Any, ys: Any, loss_fn: Any) -> dict:
     def one(x: Any, target: Any) -> Any:
         return _step_loss(loss_fn, alg(x), target)
 
-    grad_step = brainstate.transform.jit(brainstate.transform.grad(one, params))
-    total = None
+    grad_step = brainstate.transform.jit(brainstate.transform.grad(one, params, return_value=True))
+    total, bad_step = None, None
     for t in range(xs.shape[0]):
-        grads = grad_step(xs[t], None if ys is None else ys[t])
+        grads, value = grad_step(xs[t], None if ys is None else ys[t])
+        if bad_step is None and not bool(jnp.isfinite(value)):
+            bad_step = t
         total = grads if total is None else jax.tree.map(jnp.add, total, grads)
-    return {tuple(k): v for k, v in dict(total).items()}
+    return {tuple(k): v for k, v in dict(total).items()}, bad_step
 
 
 def _restore(saved: list) -> None:
@@ -343,7 +389,8 @@ def _report(claims: Any, online: dict, true: dict, algorithm: str, steps: int) -
             rows.append(_row(name, kind, reason, o.ravel(), t.ravel()))
     dtype = np.dtype(max(dtypes, key=lambda d: d.itemsize)) if dtypes else np.dtype("float32")
     tolerance = EXACT_TOLERANCE.get(dtype, 2e-3)
-    rows = [_judge(row, tolerance) for row in rows]
+    scale = max([r.true_norm for r in rows if np.isfinite(r.true_norm)] or [0.0])
+    rows = [_judge(row, tolerance, scale) for row in rows]
     return VerifyReport(tuple(rows), algorithm, steps, str(dtype), tolerance)
 
 
@@ -377,9 +424,29 @@ def _combine(path: str, rows: list) -> VerifyRow:
     return VerifyRow(path, worst, reason, float(cosine), rel, n_on, n_true, why)
 
 
-def _judge(row: VerifyRow, tolerance: float) -> VerifyRow:
+def _judge(row: VerifyRow, tolerance: float, scale: float = 0.0) -> VerifyRow:
+    """The contradiction of one row ("" when the numbers agree with the claim).
+
+    NaN or inf in either gradient is always one (it never passes as "exact"); so is an
+    ``approximate`` claim whose online gradient is exactly zero while BPTT's is not (the
+    claim should be ``none``: no learning signal ever meets the trace)."""
     why = ""
-    if row.claim == "exact" and row.relative_error > tolerance:
+    bad = [
+        name
+        for name, norm in (("online", row.online_norm), ("BPTT", row.true_norm))
+        if not np.isfinite(norm)
+    ]
+    if bad:
+        why = (
+            f"the {' and the '.join(bad)} gradient holds NaN or inf (a NaN loss, parameter or "
+            "state?): nothing was verified"
+        )
+    elif row.claim == "approximate" and row.online_norm == 0 and row.true_norm > tolerance * scale:
+        why = (
+            f"claimed approximate, but the online gradient is exactly 0 while BPTT's is not "
+            f"(norm {row.true_norm:.3g}): no online gradient reaches this weight"
+        )
+    elif row.claim == "exact" and row.relative_error > tolerance:
         # a true gradient of (near) zero makes the relative error meaningless: compare sizes
         scale = max(row.true_norm, row.online_norm)
         if row.true_norm > 0 or scale > tolerance:

@@ -103,3 +103,21 @@ def test_explain_prints_the_claims(capsys):
     out = capsys.readouterr().out
     assert "GRADIENT CLAIMS (d_rtrl)" in out
     assert "layers.0.Wrec: approximate" in out and "Wo: exact" in out
+
+
+def test_a_weight_whose_leaves_differ_shows_its_worst_claim_everywhere():
+    """A matrix (exact) and a plainly added bias (none) in one ParamState: the claims, the
+    weights panel and compare mode all say "none" for the ParamState (issue 23, item 10 b)."""
+    from etp_viz.view.model import build_view_model
+    from etp_viz.view.weights import claims_by_weight
+
+    arch = archs.Arch((archs.Layer(bias="mixed"),), batch=2)
+    graph = compiled(archs.build(arch), archs.inputs(arch, 1)[0])
+    claims = graph.gradient_claims("d_rtrl")
+    assert claims["layers.0.Win.weight"].kind == "exact"
+    assert claims["layers.0.Win.bias"].kind == "none"
+    assert claims["layers.0.Win"].kind == "none"
+    panel = {w.path: w for w in build_view_model(graph).weights}
+    assert panel["layers.0.Win"].claim == "none"
+    assert {leaf[1] for leaf in panel["layers.0.Win"].leaf_claims} == {"exact", "none"}
+    assert claims_by_weight(claims)["layers.0.Win"][0] == "none"

@@ -146,9 +146,19 @@ def test_executor_step_matches_model_step():
     # dL/dh^t through the perturbations equals the VJP of the readout w.r.t. h^t
     pert = [jnp.zeros(v.aval.shape) for v in graph.hidden_perturb.perturb_vars]
     grads = jax.grad(lambda p: graph.run_step((x,), states, p).outputs.sum())(pert)
-    assert np.abs(np.asarray(grads[1])).sum() > 0  # rnn2.h feeds the readout
+    # the oracle: jax.grad of the model's own readout layer at the new rnn2.h (eager, no graph)
+    paths = [tuple(p) for p in graph.hidden_perturb.perturb_hidden_paths]
+    h2 = dict(zip(_state_paths(minfo), new_states))[("rnn2", "h")]
+    want = jax.grad(lambda h: model.out(h).sum())(h2)
+    np.testing.assert_allclose(grads[paths.index(("rnn2", "h"))], want, rtol=1e-6, atol=1e-7)
+    assert np.abs(np.asarray(want)).sum() > 0  # rnn2.h feeds the readout
     for i, rel in enumerate(graph.hidden_param_op_relations):
         (h_new,) = rel.y_to_hidden_groups(res.ys[i], res.relation_consts[i])
         np.testing.assert_allclose(
             h_new[..., 0], res.hidden_new[rel.hidden_groups[0].index][0], rtol=1e-6
         )
+
+
+def _state_paths(minfo):
+    """The path of each compiled model state, in ``jaxpr_call``'s order of new states."""
+    return [minfo.path_of(state) for state in minfo.compiled_model_states]

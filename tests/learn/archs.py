@@ -18,7 +18,16 @@ it as a brainstate module. Each layer picks
   (``new``) its update, or is updated first from ``y`` and the state reads its new value
   (``first``: an in-step read of a new value, like an LSTM's ``h`` reading the new ``c``);
 * ``cross`` (second layer only): the first layer's previous state added element-wise into
-  the second layer's update (a cross-layer, cross-group dependency).
+  the second layer's update (a cross-layer, cross-group dependency);
+* ``inp="wnorm"``: a weight-normalised input matrix ``g * v / |v|`` (two ParamStates into one
+  ETP matmul); ``bias="mixed"``: the input matrix and a plainly added bias as two leaves of
+  one ParamState (leaves with different claims);
+* ``count``: an integer refractory-like countdown beside the state, gating it through
+  ``jnp.where`` (no gradient through it).
+
+``Arch.shared`` makes the second layer reuse the first layer's input matrix and also adds the
+first layer's ETP output ``y`` into its update (one weight feeding two layers: two relations
+of one ParamState, and one relation feeding two hidden groups).
 
 The output is an ETP or a plain readout of the last layer.
 """
@@ -49,6 +58,7 @@ class Layer:
     cross: bool = False
     #: two states: how the adaptation and the state read each other (module docstring)
     adapt: str = "old"
+    count: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,14 +67,17 @@ class Arch:
     out: str = "etp"
     batch: int | None = None
     seed: int = 0
+    shared: bool = False
 
     def describe(self) -> str:
         parts = [
             f"L{i}(S={la.states},rec={la.rec},inp={la.inp},bias={la.bias},act={la.act},"
-            f"reads={la.reads},adapt={la.adapt}{',cross' if la.cross else ''})"
+            f"reads={la.reads},adapt={la.adapt}{',cross' if la.cross else ''}"
+            f"{',count' if la.count else ''})"
             for i, la in enumerate(self.layers)
         ]
-        return " -> ".join(parts) + f" -> out={self.out}, batch={self.batch}"
+        shared = ", shared Win" if self.shared else ""
+        return " -> ".join(parts) + f" -> out={self.out}, batch={self.batch}{shared}"
 
 
 def _param(rng: np.random.Generator, shape: tuple, scale: float = 0.6) -> brainstate.ParamState:
@@ -81,6 +94,13 @@ class ArchLayer(brainstate.nn.Module):
         self.spec = spec
         if spec.rec == "concat":
             self.Wcat = _param(rng, (num_in + N, N), 0.5)
+        elif spec.inp == "wnorm":
+            self.v = _param(rng, (num_in, N))
+            self.g = brainstate.ParamState(jnp.asarray(rng.uniform(0.5, 1.5, N)))
+        elif spec.bias == "mixed":
+            self.Win = brainstate.ParamState(
+                {"weight": _param(rng, (num_in, N)).value, "bias": _param(rng, (N,), 0.3).value}
+            )
         elif spec.inp == "dense" or num_in != N:
             self.Win = _param(rng, (num_in, N))
         else:
@@ -89,7 +109,7 @@ class ArchLayer(brainstate.nn.Module):
             self.Wrec = _param(rng, (N, N), 0.5)
         elif spec.rec == "mix":
             self.mix = jnp.asarray(0.4 * rng.standard_normal((N, N)))
-        if spec.bias != "none":
+        if spec.bias in ("etp", "plain"):
             self.b = _param(rng, (N,), 0.3)
         self.decay = jnp.asarray(rng.uniform(0.4, 0.9, N))
 
@@ -98,6 +118,8 @@ class ArchLayer(brainstate.nn.Module):
         self.h = brainstate.HiddenState(jnp.full(shape, 0.1))
         if self.spec.states == 2:
             self.a = brainstate.HiddenState(jnp.zeros(shape))
+        if self.spec.count:
+            self.n = brainstate.HiddenState(jnp.zeros(shape, jnp.int32))
 
     def reset_state(self, batch_size=None, **kwargs):
         self.init_state(batch_size)
@@ -107,6 +129,11 @@ class ArchLayer(brainstate.nn.Module):
         h_old = self.h.value
         if spec.rec == "concat":
             y = etp_viz.matmul(jnp.concatenate([x, h_old], axis=-1), self.Wcat.value)
+        elif spec.inp == "wnorm":
+            weight = self.g.value * self.v.value / jnp.linalg.norm(self.v.value, axis=0)
+            y = etp_viz.matmul(x, weight)
+        elif spec.bias == "mixed":
+            y = etp_viz.matmul(x, self.Win.value["weight"]) + self.Win.value["bias"]
         elif hasattr(self, "Win"):
             y = etp_viz.matmul(x, self.Win.value)
         else:
@@ -119,6 +146,7 @@ class ArchLayer(brainstate.nn.Module):
             y = y + etp_viz.element_wise(self.b.value)
         elif spec.bias == "plain":
             y = y + self.b.value
+        self.last_y = y  # read by the next layer when the arch shares it
         if cross is not None:
             y = y + 0.5 * cross
         act = jnp.tanh if spec.act == "tanh" else _spike
@@ -132,6 +160,9 @@ class ArchLayer(brainstate.nn.Module):
             a_old = self.a.value
             new = new - 0.4 * a_old
             self.a.value = 0.7 * a_old + 0.3 * act(new if spec.adapt == "new" else h_old)
+        if spec.count:  # a countdown that holds the state while it runs
+            new = jnp.where(self.n.value > 0, h_old, new)
+            self.n.value = jnp.where(new > 0.8, 2, jnp.maximum(self.n.value - 1, 0))
         self.h.value = new
         return h_old if spec.reads == "old" else self.h.value
 
@@ -142,15 +173,27 @@ class ArchNet(brainstate.nn.Module):
         rng = np.random.default_rng(arch.seed)
         self.arch = arch
         self.layers = [ArchLayer(spec, N, rng) for spec in arch.layers]
+        if arch.shared and len(self.layers) == 2:
+            first, second = self.layers
+            if _plain_win(first) and _plain_win(second):
+                second.Win = first.Win  # one ParamState feeding both layers
         self.Wo = _param(rng, (N, 2))
 
     def update(self, x):
         olds = [layer.h.value for layer in self.layers]  # before any update of this step
         for i, layer in enumerate(self.layers):
-            x = layer(x, olds[i - 1] if i and layer.spec.cross else None)
+            cross = olds[i - 1] if i and layer.spec.cross else None
+            if i and self.arch.shared:  # the lower layer's y feeds this layer too
+                shared = 0.5 * self.layers[i - 1].last_y
+                cross = shared if cross is None else cross + shared
+            x = layer(x, cross)
         if self.arch.out == "etp":
             return etp_viz.matmul(x, self.Wo.value)
         return x @ self.Wo.value
+
+
+def _plain_win(layer: ArchLayer) -> bool:
+    return hasattr(layer, "Win") and not isinstance(layer.Win.value, dict)
 
 
 def build(arch: Arch) -> ArchNet:
