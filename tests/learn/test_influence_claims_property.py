@@ -10,6 +10,14 @@ for RTRL: on a fresh run of ``NUM_STEPS`` steps with the weights held fixed,
 
 A window ``W < NUM_STEPS`` makes truncated BPTT drop terms, so its exact claims are tested
 where they bite. ``ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES`` sets the number of examples.
+
+The same rules hold on the hand-written models of :mod:`tests.learn.influence_models`
+(issue 23), each with the learners where it bites: a stack in both wirings (layer 2 reading
+layer 1's new or old state), an embedding compiled with one token id and run on others, a
+sparse recurrent ring, and solver sub-steps in ``fori_loop`` / ``while_loop`` (a fixed trip
+count; its oracle is forward-mode RTRL, ``while`` has no reverse mode). (The generated
+architectures cover stacks reading the old state; ``jax.checkpoint`` and every learner on each
+loop are in ``tests/learn/test_influence.py``.)
 """
 
 from __future__ import annotations
@@ -23,10 +31,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from etp_viz.live.sources import build_algorithm
-from tests.learn import archs
+from tests.learn import archs, influence_models
 from tests.learn.helpers import online_gradients, step_loss
 from tests.learn.test_claims_property import ARCHS, EXACT_RTOL, NUM_STEPS, leaf_errors
-from tests.oracles import bptt_gradients
+from tests.oracles import bptt_gradients, rtrl_gradients
 
 EXAMPLES = int(
     os.environ.get("ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES", 40 if sys.version_info < (3, 12) else 12)
@@ -43,14 +51,18 @@ def make(model, name: str):
 def check(arch: archs.Arch, name: str) -> None:
     model = archs.build(arch)
     xs = archs.inputs(arch, NUM_STEPS)
+    check_model(model, xs[0], xs, name, f"{arch.describe()} [{name}]")
+
+
+def check_model(model, x0, xs, name: str, where: str, oracle=bptt_gradients) -> None:
+    """The soundness rules (module docstring) for learner ``name`` on ``model``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected = bptt_gradients(model, xs, lambda ys: sum(step_loss(y) for y in ys))
+        expected = oracle(model, xs, lambda ys: sum(step_loss(y) for y in ys))
         alg = make(model, name)
-        alg.compile_graph(xs[0])
+        alg.compile_graph(x0)
         claims = alg.graph.gradient_claims(alg)
         errors = leaf_errors(expected, online_gradients(alg, xs))
-    where = f"{arch.describe()} [{name}]"
     assert set(errors) <= set(claims), where
     for path, (err, online_norm, true_norm) in errors.items():
         claim = claims[path]
@@ -73,6 +85,24 @@ def check(arch: archs.Arch, name: str) -> None:
 @given(arch=ARCHS, name=st.sampled_from(ALGORITHMS))
 def test_influence_claims_hold_on_generated_architectures(x64, arch, name):
     check(arch, name)
+
+
+#: (hand-written model, learner): each model with the learners where it bites
+HAND_WRITTEN = [
+    ("stack_new", "ostl_recurrent"),
+    ("embedding", "snap2"),
+    ("sparse_ring", "snap1"),
+    ("fori", "snap1"),
+    ("while", "rtrl"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(("model", "name"), HAND_WRITTEN, ids=[f"{m}-{n}" for m, n in HAND_WRITTEN])
+def test_influence_claims_hold_on_hand_written_models(x64, model, name):
+    x0, xs = influence_models.example(model, NUM_STEPS)
+    oracle = rtrl_gradients if model == "while" else bptt_gradients
+    check_model(influence_models.build(model), x0, xs, name, f"{model} [{name}]", oracle)
 
 
 L = archs.Layer

@@ -85,6 +85,8 @@ class SnAp(PatternedRTRL):
         Steps of reach kept (``n >= 1``).
     """
 
+    mask_same_step = True
+
     def __init__(self, model: Any, n: int = 2, name: str | None = None):
         if int(n) < 1 or int(n) != n:
             raise ValueError(f"SnAp's n must be a positive integer, got {n!r}")
@@ -170,9 +172,10 @@ def _patterns(learner: InfluenceLearner) -> tuple[np.ndarray, np.ndarray]:
     jaxpr (:func:`.sparsity.jacobian_sparsity`): a superset of the non-zeros at every point,
     spikes that never fired and ReLUs that were off included."""
     reach_theta, reach_h = jacobian_sparsity(
-        lambda t, h: learner.pure_step(t, h, *learner._example)[0],
+        lambda t, h, *args: learner.pure_step(t, h, *args)[0],
         learner._theta_vec,
         learner._hidden_vec,
+        inputs=learner._example,  # unknown values: no pattern from the example's token ids
     )
     return reach_h, reach_theta
 

@@ -20,24 +20,36 @@ with :math:`J_h = \partial h^t/\partial h^{t-1}` and :math:`J_\theta = \partial 
 :meth:`~InfluenceLearner.contract`. These learners need no ETP primitive (a plain ``x @ W`` is
 learned too); their cost is a property of the whole step (``n`` × ``p`` for exact RTRL), so they
 are for small, teaching-sized models.
+
+They work straight from the step function and never need the ETP compiler: a model it refuses
+(a solver loop around the state, ``lax.fori_loop`` / ``while_loop`` sub-steps) is learned all
+the same. ``alg.graph`` (the explorer's drawing) is compiled only when asked for; where the ETP
+compiler refuses the model it is a :class:`StepGraph` that still states the claims.
+
+The *cut step* :meth:`InfluenceLearner.cut_step` is the same step with every read of a state's
+*new* value (a stacked layer reading the layer below after its update, an output reading the
+state it returns) taken from a separate argument ``r``: ``(h^t, y^t) = F_c(\theta, h^{t-1},
+r, x^t)`` at ``r = h^t``. Its Jacobians are the step's *direct* ones: what a parameter feeds
+without crossing another state's new value (OSTL's layers, SnAp's same-step gradient).
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import brainstate
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from jax.tree_util import tree_leaves as leaves
 
 from etp_viz import _compat
 
 from ..base import state_ids
 from ..vjp_step import zero_cotangent
 
-__all__ = ["InfluenceLearner"]
+__all__ = ["InfluenceLearner", "StepGraph"]
 
 
 class InfluenceLearner(brainstate.nn.Module):
@@ -61,9 +73,20 @@ class InfluenceLearner(brainstate.nn.Module):
 
     @property
     def graph(self) -> Any:
-        """The model's ``ETraceGraph`` (for claims and the explorer), held outside brainstate's
-        state walk: its tables are keyed by jaxpr variables, which the walk cannot sort, and
-        ``alg.states()`` must list the influence (a session snapshots and resets it)."""
+        """The model's ``ETraceGraph`` for the explorer, compiled on first use (the learner
+        itself never needs it); a :class:`StepGraph` where the ETP compiler refuses the model.
+        Held outside brainstate's state walk: its tables are keyed by jaxpr variables, which
+        the walk cannot sort, and ``alg.states()`` must list the influence (a session
+        snapshots and resets it)."""
+        if self._compiled.graph is None and self.is_compiled:
+            from etp_viz.compiler import compile_etrace_graph
+
+            try:
+                with warnings.catch_warnings():  # the ETP view is for the explorer only
+                    warnings.simplefilter("ignore")
+                    self._compiled.graph = compile_etrace_graph(self.model, *self._example)
+            except Exception as err:  # noqa: BLE001 - any refusal: the learner's own view
+                self._compiled.graph = StepGraph(self, err)
         return self._compiled.graph
 
     @graph.setter
@@ -77,23 +100,24 @@ class InfluenceLearner(brainstate.nn.Module):
 
     # -- compiling -----------------------------------------------------------------------
     def compile_graph(self, *args: Any) -> None:
-        """Trace the step on example inputs, flatten its states, allocate the influence."""
-        from etp_viz.compiler import compile_etrace_graph
-
+        """Trace the step on example inputs, flatten its states, allocate the influence (the
+        ETP compiler is not run: see :attr:`graph`)."""
         function = _compat.get_stateful_function_class()(self.model, return_only_write=False)
         function.make_jaxpr(*args)
         self._function = function
         self._states = tuple(function.get_states(*args))
         self._is_param = [isinstance(s, brainstate.ParamState) for s in self._states]
-        theta, hidden = self._split([s.value for s in self._states])
+        values = [s.value for s in self._states]
+        theta, hidden = self._split(values)
         self._theta_vec, self._unravel_theta = ravel_pytree(theta)
         self._hidden_vec, self._unravel_hidden = ravel_pytree(hidden)
         self.num_hidden = int(self._hidden_vec.size)
         self.num_params = int(self._theta_vec.size)
-        with warnings.catch_warnings():  # the ETP view is for claims and the explorer only
-            warnings.simplefilter("ignore")
-            self.graph = compile_etrace_graph(self.model, *args)
+        self.graph = None
         self._example = args
+        self._cut_fn = None  # the cut step, traced on first use (SnAp, OSTL, claims)
+        #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken forward
+        self._forward_only = _uses_primitive(function.get_jaxpr(*args), "while")
         self.prepare()
         self.influence = brainstate.ShortTermState(self.init_influence())
         self._step = self._make_step()
@@ -133,6 +157,39 @@ class InfluenceLearner(brainstate.nn.Module):
         new_hidden = self._split(new_values)[1]
         return ravel_pytree(new_hidden)[0].astype(hidden_vec.dtype), out
 
+    def cut_step(
+        self, theta_vec: Any, hidden_vec: Any, reads_vec: Any, *args: Any
+    ) -> tuple[Any, Any]:
+        """``(h^t, y^t)`` of the step with every read of a state's new value taken from
+        ``reads_vec`` (flat like ``h``); equal to :meth:`pure_step` at ``reads_vec = h^t``."""
+        values = self._merge(self._unravel_theta(theta_vec), self._unravel_hidden(hidden_vec))
+        reads = jax.tree.leaves(self._unravel_hidden(reads_vec))
+        if self._cut_fn is None:
+            now = [s.value for s in self._states]
+            self._cut_fn = _CutStep(self._function, now, self._is_param, self._example)
+        new_values, out = self._cut_fn(values, reads, args)
+        new_hidden = self._split(new_values)[1]
+        return ravel_pytree(new_hidden)[0].astype(hidden_vec.dtype), out
+
+    def direct_reach(self, outputs: bool = False) -> Any:
+        """Boolean structural pattern of the cut step's ``∂h^t/∂θ`` (what a parameter feeds
+        without crossing another state's new value, ``(n, p)``); ``outputs=True``: of its
+        outputs' ``∂y^t/∂θ`` instead (a readout, ``(m, p)``)."""
+        from .sparsity import jacobian_sparsity
+
+        part = 1 if outputs else 0
+        (reach,) = jacobian_sparsity(
+            lambda t, *h_r_a: _flat_outputs(self.cut_step(t, *h_r_a)[part]),
+            self._theta_vec,
+            inputs=(self._hidden_vec, self._hidden_vec, *self._example),
+        )
+        return reach
+
+    #: SnAp: the gradient of step t reads the step's output through the *masked* influence
+    #: of the new state (the papers' definition); otherwise (RTRL, OSTL) the output's same-step
+    #: Jacobian is taken whole and the mask applies from the next step on
+    mask_same_step = False
+
     def _make_step(self):
         learner = self
 
@@ -150,21 +207,35 @@ class InfluenceLearner(brainstate.nn.Module):
         custom = jax.custom_vjp(run)
 
         def fwd(theta, hidden, influence, args):
-            # one evaluation of the step gives the outputs, the new state and the outputs' VJP
-            (new_hidden, out), vjp_step = jax.vjp(
-                lambda t, h: learner.pure_step(t, h, *args), theta, hidden
-            )
+            new_hidden, out = learner.pure_step(theta, hidden, *args)
+            if learner.mask_same_step:  # the output's reads of h^t apart (cut step)
+                out_vjp = _output_vjp(
+                    lambda t, h, r: learner.cut_step(t, h, r, *args)[1],
+                    theta,
+                    hidden,
+                    new_hidden,
+                    forward=learner._forward_only,
+                )
+            else:
+                out_vjp = _output_vjp(
+                    lambda t, h: learner.pure_step(t, h, *args)[1],
+                    theta,
+                    hidden,
+                    forward=learner._forward_only,
+                )
             jac = _Jacobians(lambda t, h: learner.pure_step(t, h, *args)[0], theta, hidden)
             new_influence = learner.update_influence(influence, jac)
-            return (new_hidden, out, new_influence), (vjp_step, influence, new_influence, args)
+            return (new_hidden, out, new_influence), (out_vjp, influence, new_influence, args)
 
         def bwd(residuals, cotangents):
-            vjp_step, influence, new_influence, args = residuals
+            out_vjp, influence, new_influence, args = residuals
             hidden_cot, out_cot, _ = cotangents
-            # the outputs' part only: the new state's cotangent goes through M^t below
-            direct, via_old = vjp_step((jnp.zeros_like(hidden_cot), out_cot))
+            # the outputs' part: direct, through h^{t-1} (M^{t-1}) and, for SnAp, through the
+            # reads of h^t (M^t); the new state's own cotangent goes through M^t
+            direct, via_old, *via_new = out_vjp(out_cot)
             grad = direct + learner.contract(via_old, influence)
-            grad = grad + learner.contract(hidden_cot, new_influence)
+            signal = hidden_cot + via_new[0] if via_new else hidden_cot
+            grad = grad + learner.contract(signal, new_influence)
             zero_influence = jax.tree.map(jnp.zeros_like, influence)
             return grad, jnp.zeros_like(via_old), zero_influence, jax.tree.map(zero_cotangent, args)
 
@@ -215,16 +286,45 @@ class InfluenceLearner(brainstate.nn.Module):
 
     def param_columns(self) -> dict[str, tuple[int, int]]:
         """``{dotted leaf path: (start, stop)}``: each parameter leaf's columns of ``M``."""
+        return {key: (start, stop) for key, _, _, start, stop in self._param_leaves()}
+
+    def _param_leaves(self) -> list[tuple[str, tuple, int, int, int]]:
+        """``(dotted leaf path, weight path, leaf index, start, stop)`` per parameter leaf."""
         from etp_viz.compiler.dataflow import leaf_name
 
         path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(self.model).items()}
-        columns, start = {}, 0
+        leaves, start = [], 0
         for state in (s for s, p in zip(self._states, self._is_param) if p):
-            for key, leaf in jax.tree_util.tree_flatten_with_path(state.value)[0]:
+            path = path_of.get(id(state), ("?",))
+            flat = jax.tree_util.tree_flatten_with_path(state.value)[0]
+            for index, (key, leaf) in enumerate(flat):
                 size = int(jnp.size(leaf))
-                columns[leaf_name(path_of.get(id(state), ("?",)), key)] = (start, start + size)
+                leaves.append((leaf_name(path, key), path, index, start, start + size))
                 start += size
-        return columns
+        return leaves
+
+    def gradient_claims(self) -> Any:
+        """Per parameter leaf, the learner's claim (``GradientClaims``), read off the step
+        alone (no ETP graph): what ``alg.graph.gradient_claims(alg)`` also gives."""
+        from etp_viz.compiler.claims import GradientClaim, GradientClaims
+
+        if not self.is_compiled:
+            raise RuntimeError(
+                f"{type(self).__name__} is not compiled: call `alg.compile_graph(x0)` first"
+            )
+        readout = self.direct_reach(outputs=True).any(axis=0)
+        claims = GradientClaims()
+        for key, path, index, start, stop in self._param_leaves():
+            claims[key] = GradientClaim(
+                path=key,
+                kind="exact",
+                algorithm=self.claim_name,
+                online=True,
+                readout=bool(readout[start:stop].any()),
+                weight_path=path,
+                leaf_index=index,
+            )
+        return self.adjust_claims(claims)
 
     def claims_by_columns(
         self, claims: Any, covered: Any, reason: str, name: str | None = None
@@ -252,6 +352,141 @@ class _Held:
     """A plain holder: brainstate's graph walk treats it as an opaque leaf."""
 
     graph: Any = None
+
+
+class StepLayer(NamedTuple):
+    """A layer of the step (:func:`.ostl.state_layers`): its hidden states' paths."""
+
+    index: int
+    hidden_paths: tuple
+
+
+class StepGraph:
+    """What an influence learner shows where the ETP compiler refuses the model: its claims
+    (:meth:`InfluenceLearner.gradient_claims`) and its layers as ``hidden_groups``; ``error``
+    is why there is no ETP graph to draw."""
+
+    def __init__(self, learner: InfluenceLearner, error: Exception):
+        from .ostl import state_layers
+
+        self.error = error
+        self._learner = learner
+        self.hidden_groups = [
+            StepLayer(i, tuple(paths)) for i, paths in enumerate(state_layers(learner)[1])
+        ]
+
+    def gradient_claims(self, algorithm: Any = None) -> Any:
+        if algorithm is not None and algorithm is not self._learner:
+            raise ValueError(
+                "this model has no ETP graph (the ETP compiler refused it: "
+                f"{self.error}); only its own learner's claims are known"
+            )
+        return self._learner.gradient_claims()
+
+
+class _CutStep:
+    """The traced step (state leaves and inputs in, new state leaves and outputs out),
+    evaluated with the reads of the hidden states' new values substituted."""
+
+    def __init__(self, function: Any, values: list, is_param: list, args: tuple):
+        closed, shapes = jax.make_jaxpr(
+            lambda v, *a: _compat.stateful_function_call(function, v, *a), return_shape=True
+        )(values, *args)
+        self.jaxpr, self.consts = _compat.split_closed_jaxpr(closed)
+        self.values_def = jax.tree.structure(values)
+        self.num_values = self.values_def.num_leaves
+        self.out_def = jax.tree.structure(shapes[1])
+        hidden_leaf = []
+        for value, param in zip(values, is_param):
+            hidden_leaf += [not param] * len(jax.tree.leaves(value))
+        inputs = set(self.jaxpr.invars) | set(self.jaxpr.constvars)
+        outs = self.jaxpr.outvars[: self.num_values]
+        #: per hidden leaf, the Var of its new value (None: unchanged or a constant)
+        self.new_vars = [
+            v if _compat.is_var(v) and v not in inputs else None
+            for v, h in zip(outs, hidden_leaf)
+            if h
+        ]
+        self.hidden_positions = [i for i, h in enumerate(hidden_leaf) if h]
+
+    def __call__(self, values: list, reads: list, args: tuple) -> tuple[list, Any]:
+        substitute = {}
+        for var, value in zip(self.new_vars, reads):
+            if var is not None and var not in substitute:
+                substitute[var] = jnp.asarray(value, var.aval.dtype)
+        env: dict = {}
+
+        def read(atom: Any) -> Any:
+            if _compat.is_literal(atom):
+                return atom.val
+            return substitute[atom] if atom in substitute else env[atom]
+
+        flat = jax.tree.leaves((values, args))
+        for var, value in zip(self.jaxpr.constvars, self.consts):
+            env[var] = value
+        for var, value in zip(self.jaxpr.invars, flat):
+            env[var] = value
+        for eqn in self.jaxpr.eqns:
+            subfuns, params = _compat.eqn_bind_params(eqn)
+            outs = eqn.primitive.bind(*subfuns, *[read(a) for a in eqn.invars], **params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            for var, value in zip(eqn.outvars, outs):
+                env[var] = value
+        own = dict(zip(self.hidden_positions, self.new_vars))
+        result = []
+        for i, atom in enumerate(self.jaxpr.outvars):
+            if i < self.num_values and own.get(i) is atom:
+                result.append(env[atom])  # the state's own new value
+            else:
+                result.append(atom.val if _compat.is_literal(atom) else read(atom))
+        new_values = self.values_def.unflatten(result[: self.num_values])
+        return list(new_values), self.out_def.unflatten(result[self.num_values :])
+
+
+def _output_vjp(fn: Any, *primals: Any, forward: bool = False) -> Any:
+    """``cotangent -> (∂/∂primal)ᵀ cotangent`` of the step's outputs ``fn(*primals)``:
+    reverse mode, or with ``forward`` (a step with a ``while_loop``, which has no reverse
+    mode) the dense forward-mode Jacobians (small models)."""
+    if not forward:
+        return jax.vjp(fn, *primals)[1]
+    jacobians = [jax.jacfwd(fn, argnums=i)(*primals) for i in range(len(primals))]
+    zeros = [jnp.zeros_like(p) for p in primals]
+    return jax.tree_util.Partial(_pull_forward, jacobians, zeros)
+
+
+def _uses_primitive(jaxpr: Any, name: str) -> bool:
+    """Whether ``jaxpr`` or a sub-jaxpr of it binds the primitive ``name``."""
+    jaxpr = _compat.split_closed_jaxpr(jaxpr)[0]
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == name:
+            return True
+        for value in eqn.params.values():
+            for item in value if isinstance(value, tuple | list) else (value,):
+                if (hasattr(item, "eqns") or hasattr(item, "jaxpr")) and _uses_primitive(
+                    item, name
+                ):
+                    return True
+    return False
+
+
+def _pull_forward(jacobians: list, zeros: list, cotangent: Any) -> tuple:
+    """``(∂/∂primal)ᵀ cotangent`` from dense forward-mode Jacobians (see
+    :func:`_output_vjp`)."""
+    cot = leaves(cotangent)
+    return tuple(
+        sum((jnp.tensordot(c, j, axes=jnp.ndim(c)) for c, j in zip(cot, leaves(jac))), zero)
+        for zero, jac in zip(zeros, jacobians)
+    )
+
+
+def _flat_outputs(out: Any) -> Any:
+    """The floating leaves of a step's output, raveled into one vector."""
+    leaves = [
+        jnp.ravel(leaf)
+        for leaf in jax.tree.leaves(out)
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
+    ]
+    return jnp.concatenate(leaves) if leaves else jnp.zeros((0,))
 
 
 class _Jacobians:

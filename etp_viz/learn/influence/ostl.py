@@ -8,6 +8,15 @@ forward in time inside the layer:
 * :class:`OSTLRecurrent` keeps, for each parameter, its influence on the units of its own layer
   through the layer's full recurrent Jacobian (recurrent weights included): RTRL restricted to
   the layer, on the step's influence matrix (:mod:`.learner`). Exact for one layer.
+
+A *layer* (:func:`state_layers`) is read off the step alone: the hidden states whose updates
+read each other's past, directly or through other states (a strongly connected component of
+the state-to-state pattern of :math:`J_h`; a state on no cycle is a layer of its own), so an
+LSTM's ``h`` and ``c`` or a neuron and its adaptation form one layer and each level of a stack
+its own, whether the level above reads the new or the old state below. A parameter's layers
+are the ones it feeds *directly*: the cut step's :math:`\partial h^t/\partial\theta`
+(:meth:`.learner.InfluenceLearner.cut_step`), so a weight of layer 1 read by layer 2 through
+layer 1's new state belongs to layer 1 only.
 * :class:`OSTLFeedforward` is the form for layers without recurrent weights, where the layer's
   trace factorises into a presynaptic trace (the input, low-pass filtered) times a postsynaptic
   one: the ES-D-RTRL factorisation, ``decay_or_rank`` as there (:class:`etp_viz.ES_D_RTRL`).
@@ -32,22 +41,24 @@ class OSTLRecurrent(PatternedRTRL):
     """Online spatio-temporal learning with the recurrent Jacobian (Bohnstingl et al. 2022,
     "Online spatio-temporal learning in deep neural networks").
 
-    Each parameter keeps its influence on the units of the layer it drives -- its hidden
-    group (the compiler's ``graph.hidden_groups``; a state outside every group is a layer of
-    its own) -- propagated through that layer's full recurrent Jacobian, recurrent weights
-    included (the *temporal* part); the learning signal carries the same-step effects across
-    layers (the *spatial* part). Exact for a single layer; in a stack it drops how a
-    parameter's past effect on its layer reaches the other layers' future states.
+    Each parameter keeps its influence on the units of the layer it feeds directly (see the
+    module docstring: :func:`state_layers`, not crossing another layer's new state)
+    propagated through that layer's full recurrent Jacobian, recurrent weights included (the
+    *temporal* part); the learning signal carries the same-step effects across layers (the
+    *spatial* part: the output's same-step Jacobian is taken whole). Exact for a single layer;
+    in a stack it drops how a parameter's past effect on its layer reaches the other layers'
+    future states.
     """
 
     claim_name = "ostl_recurrent"
 
     def prepare(self) -> None:
         reach_h, reach_theta = _patterns(self)
-        layer = _unit_layers(self)
-        onehot = np.zeros((self.num_hidden, int(layer.max()) + 1), bool)
+        layer, _ = state_layers(self, reach_h)
+        direct = self.direct_reach()
+        onehot = np.zeros((self.num_hidden, int(layer.max(initial=0)) + 1), bool)
         onehot[np.arange(self.num_hidden), layer] = True
-        layers_of_param = (onehot.T.astype(np.int64) @ reach_theta.astype(np.int64)) > 0
+        layers_of_param = (onehot.T.astype(np.int64) @ direct.astype(np.int64)) > 0
         pattern = (onehot.astype(np.int64) @ layers_of_param.astype(np.int64)) > 0
         self.keep(pattern, closed_pattern(reach_h, reach_theta)[0])
 
@@ -74,25 +85,35 @@ class OSTLFeedforward(IODimVjpAlgorithm):
         return claims
 
 
-def _unit_layers(learner: InfluenceLearner) -> np.ndarray:
-    """The layer (hidden group) of each entry of the flat ``h``: the compiler's groups, and
-    one layer per state outside them."""
+def state_layers(
+    learner: InfluenceLearner, reach_h: np.ndarray | None = None
+) -> tuple[np.ndarray, list[list[tuple]]]:
+    """``(layer of each entry of the flat h, hidden state paths of each layer)``: the strongly
+    connected components of the states' "reads the past of" relation (the blocks of the
+    structural :math:`J_h`; see the module docstring), in the order of their first state."""
     import brainstate
 
+    if reach_h is None:
+        reach_h = _patterns(learner)[0]
     path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(learner.model).items()}
-    group_of = {
-        tuple(path): g
-        for g, group in enumerate(learner.graph.hidden_groups)
-        for path in group.hidden_paths
-    }
-    extra = len(learner.graph.hidden_groups)
-    layers = []
-    for state, is_param in zip(learner._states, learner._is_param):
-        if is_param:
-            continue
-        group = group_of.get(path_of.get(id(state)))
-        if group is None:
-            group, extra = extra, extra + 1
-        size = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(state.value))
-        layers += [group] * size
-    return np.asarray(layers, np.int64)
+    hidden = [s for s, p in zip(learner._states, learner._is_param) if not p]
+    sizes = [sum(int(np.size(leaf)) for leaf in jax.tree.leaves(s.value)) for s in hidden]
+    bounds = np.cumsum([0, *sizes])
+    k = len(hidden)
+    reads = np.zeros((k, k), bool)  # reads[i, j]: state i's new value reads j's past
+    for i in range(k):
+        for j in range(k):
+            reads[i, j] = reach_h[bounds[i] : bounds[i + 1], bounds[j] : bounds[j + 1]].any()
+    reach = reads | np.eye(k, dtype=bool)
+    for _ in range(max(k - 1, 0)):  # transitive closure (a handful of states)
+        reach = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
+    same = reach & reach.T
+    layer_of, paths = [], []
+    for i in range(k):
+        first = int(np.argmax(same[i]))
+        if first == i:
+            paths.append([])
+        layer_of.append(len(paths) - 1 if first == i else layer_of[first])
+        paths[layer_of[i]].append(path_of.get(id(hidden[i]), ("?",)))
+    units = np.concatenate([np.full(n, g, np.int64) for n, g in zip(sizes, layer_of)] or [[]])
+    return units.astype(np.int64), paths

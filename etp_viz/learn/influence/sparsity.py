@@ -16,15 +16,20 @@ element may depend on (bit-packed along ``N``). Primal values (parameters, state
 * element-wise primitives (:data:`ELEMENTWISE`): the OR of the operands' rows (scalars and
   size-1 axes broadcast);
 * data movement (:data:`MOVES`: reshape, transpose, broadcast, slice, concatenate, pad,
-  gather / dynamic_slice with indices known at trace time, ...): the primitive is bound on
-  integer index arrays to learn which operand element each output element reads;
+  gather / dynamic_slice, ...): the primitive is bound on integer index arrays to learn which
+  operand element each output element reads. Indices known at trace time (constants) are used
+  as they are; indices that depend on an input (token ids) are unknown, and an output element
+  then reads *every* position along the indexed axes (an embedding's unit ``j`` reads the
+  column ``table[:, j]``): the pattern never depends on the example's values;
+* scatters (``scatter-add`` ...) with known indices: an output element depends on its
+  operand element and on every update element scattered into it;
 * reductions (:data:`REDUCTIONS`): the OR over the reduced axes; cumulative ops
   (:data:`CUMULATIVE`): a running OR along the axis;
 * ``dot_general``: an output element depends on the OR over the contracting axes of the left
   row and of the right column (a zero factor is not assumed);
 * sub-jaxprs (jit, closed_call, remat, custom_jvp/vjp calls) and etp_viz's ETP primitives
   (their ``impl`` traced): recursion; ``cond``: the OR of the branches;
-* anything else (``scan``, ``while``, ``scatter``, convolutions, ...): every output element
+* anything else (``scan``, ``while``, convolutions, ...): every output element
   depends on every element of every operand (:func:`jacobian_sparsity` can report which).
 
 An array that would exceed ``max_entries`` booleans is replaced by a coarser sound answer
@@ -67,6 +72,11 @@ MOVES = frozenset(
 )
 #: operands of a move that are indices, not data (their values must be known)
 _INDEX_OPERANDS = {"dynamic_slice": 1, "dynamic_update_slice": 2, "gather": 1}
+#: scatters: ``(operand, indices, updates)`` with a ``ScatterDimensionNumbers``
+SCATTERS = frozenset(
+    "scatter scatter-add scatter_add scatter-mul scatter_mul scatter-min "
+    "scatter_min scatter-max scatter_max scatter_sub scatter-sub".split()
+)
 #: reductions over ``params['axes']``
 REDUCTIONS = frozenset(
     "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax "
@@ -86,6 +96,7 @@ def jacobian_sparsity(
     *args: Any,
     max_entries: int = MAX_ENTRIES,
     fallbacks: set[str] | None = None,
+    inputs: Sequence[Any] = (),
 ) -> tuple[np.ndarray, ...]:
     """Boolean structural sparsity of the Jacobian of ``fn`` w.r.t. each argument.
 
@@ -99,6 +110,10 @@ def jacobian_sparsity(
         Size bound of one dependency array (booleans); above it the analysis coarsens.
     fallbacks : set, optional
         Filled with the names of the primitives that used the conservative all-to-all rule.
+    inputs : sequence of pytrees, optional
+        Passed to ``fn`` after ``args`` (``fn(*args, *inputs)``) with no tangent and *unknown*
+        values: indices computed from them (token ids) are not folded, so the pattern holds
+        for every value they may take.
 
     Returns
     -------
@@ -129,18 +144,22 @@ def jacobian_sparsity(
     offsets = np.cumsum([0, *sizes])
     num_columns = int(offsets[-1])
 
-    def tangent(*primals_and_tangents):
-        primals = primals_and_tangents[: len(args)]
-        tangents = primals_and_tangents[len(args) :]
-        return jax.jvp(fn, tuple(primals), tuple(tangents))[1]
+    leaves, treedef = jax.tree.flatten(tuple(inputs))
+    nargs = len(args)
 
-    closed = jax.make_jaxpr(tangent)(*args, *args)
+    def tangent(*flat):
+        primals, tangents = flat[:nargs], flat[nargs : 2 * nargs]
+        rest = jax.tree.unflatten(treedef, flat[2 * nargs :])
+        return jax.jvp(lambda *p: fn(*p, *rest), tuple(primals), tuple(tangents))[1]
+
+    closed = jax.make_jaxpr(tangent)(*args, *args, *leaves)
     jaxpr, consts = _compat.split_closed_jaxpr(closed)
     analysis = _Analysis(num_columns, max_entries)
-    in_deps = [None] * len(args) + [
+    in_deps = [None] * nargs + [
         analysis.identity(a.shape, int(off)) for a, off in zip(args, offsets[:-1])
     ]
-    (out,) = analysis.run(jaxpr, consts, in_deps, [None] * (2 * len(args)))
+    in_deps += [None] * len(leaves)
+    (out,) = analysis.run(jaxpr, consts, in_deps, [None] * len(in_deps))
     out_size = math.prod(jaxpr.outvars[0].aval.shape)
     if out is None:
         rows = np.zeros((out_size, num_columns), bool)
@@ -300,6 +319,8 @@ class _Analysis:
                 return self.cumulative(eqn, deps)
             if name == "dot_general":
                 return self.dot_general(eqn, deps)
+            if name in SCATTERS:
+                return self.scatter(eqn, deps, values)
             if name == "optimization_barrier":
                 return list(deps)
             inner = _compat.call_jaxpr(eqn)
@@ -339,7 +360,7 @@ class _Analysis:
         else:
             data, indices = range(first_index), range(first_index, len(eqn.invars))
         if any(values[i] is None for i in indices):
-            raise _NoRule  # data-dependent indices
+            return self.move_anywhere(eqn, deps, list(indices))
         operands: list[Any] = [None] * len(eqn.invars)
         table, offset = [], 0
         for i in data:
@@ -372,6 +393,65 @@ class _Analysis:
             src = np.where((src >= 0) & (src < offset), src, offset)
             result.append(table[src].reshape(*var.aval.shape, self.nbytes))
         return result
+
+    def move_anywhere(self, eqn: Any, deps: list[Deps], indices: list[int]) -> list[Deps]:
+        """A gather / dynamic_slice whose indices depend on an input: each output element may
+        read any position along the axes the indices choose (the operand's dependencies are
+        OR-ed along them), then the move is bound at index 0."""
+        name, shape = eqn.primitive.name, tuple(eqn.invars[0].aval.shape)
+        if name == "gather":
+            axes = tuple(int(a) for a in eqn.params["dimension_numbers"].start_index_map)
+        elif name == "dynamic_slice":
+            sizes = eqn.params["slice_sizes"]
+            axes = tuple(a for a, (n, k) in enumerate(zip(shape, sizes)) if k < n)
+        else:
+            raise _NoRule
+        d = deps[0]
+        if d is not None and axes:
+            d = np.broadcast_to(d, (*shape, self.nbytes))
+            d = np.broadcast_to(np.bitwise_or.reduce(d, axis=axes, keepdims=True), d.shape)
+        zeros = [np.zeros(eqn.invars[i].aval.shape, eqn.invars[i].aval.dtype) for i in indices]
+        known = [None] * len(eqn.invars)
+        for i, z in zip(indices, zeros):
+            known[i] = z
+        return self.move(eqn, [d, *deps[1:]], known)
+
+    def scatter(self, eqn: Any, deps: list[Deps], values: list[Any]) -> list[Deps]:
+        """Known indices: an output element depends on its operand element and on every
+        update element scattered into it. Each update element's target is read off the
+        transpose of a scatter-add (a gather) applied to the output positions."""
+        operand, indices, updates = eqn.invars[:3]
+        if len(eqn.invars) != 3 or values[1] is None:
+            raise _NoRule
+        out_shape = tuple(operand.aval.shape)
+        size = math.prod(out_shape)
+        if size >= 2**24:
+            raise _NoRule  # positions must be exact in float32
+
+        def add(u):
+            return jax.lax.scatter_add(
+                jnp.zeros(out_shape, jnp.float32),
+                jnp.asarray(values[1]),
+                u,
+                eqn.params["dimension_numbers"],
+                mode=eqn.params.get("mode"),
+            )
+
+        try:
+            _, pull = jax.vjp(add, jnp.zeros(updates.aval.shape, jnp.float32))
+            (target,) = pull(jnp.arange(size, dtype=jnp.float32).reshape(out_shape))
+        except Exception as err:  # noqa: BLE001 - dimension numbers it cannot take
+            raise _NoRule from err
+        out = np.zeros((size, self.nbytes), np.uint8)
+        if deps[0] is not None:
+            out |= np.broadcast_to(deps[0], (*out_shape, self.nbytes)).reshape(size, -1)
+        if deps[2] is not None:
+            upd = np.broadcast_to(deps[2], (*updates.aval.shape, self.nbytes))
+            target = np.asarray(target).reshape(-1).astype(np.int64)
+            np.bitwise_or.at(out, target, upd.reshape(-1, self.nbytes))
+        if deps[1] is not None:
+            raise _NoRule
+        return [out.reshape(*out_shape, self.nbytes)]
 
     def reduce(self, eqn: Any, deps: list[Deps]) -> list[Deps]:
         if len(deps) != 1:

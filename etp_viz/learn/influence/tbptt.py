@@ -52,7 +52,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from ..vjp_step import zero_cotangent
-from .learner import InfluenceLearner
+from .learner import InfluenceLearner, _output_vjp
 from .sparsity import jacobian_sparsity
 
 __all__ = ["TruncatedBPTT"]
@@ -170,7 +170,9 @@ class TruncatedBPTT(InfluenceLearner):
         def bwd(residuals, cotangents):
             theta, hidden, windows, args = residuals
             hidden_cot, out_cot, _ = cotangents
-            _, vjp = jax.vjp(lambda t: learner.unroll(t, windows, args), theta)
+            vjp = _output_vjp(
+                lambda t: learner.unroll(t, windows, args), theta, forward=learner._forward_only
+            )
             (grad,) = vjp((hidden_cot, out_cot))
             zero_windows = jax.tree.map(zero_cotangent, windows)
             return grad, jnp.zeros_like(hidden), zero_windows, jax.tree.map(zero_cotangent, args)
@@ -220,8 +222,9 @@ class TruncatedBPTT(InfluenceLearner):
 
         reach_h, reach_theta = _patterns(self)
         (reach_y,) = jacobian_sparsity(
-            lambda h: _flat_outputs(self.pure_step(self._theta_vec, h, *self._example)[1]),
+            lambda h, t, *args: _flat_outputs(self.pure_step(t, h, *args)[1]),
             self._hidden_vec,
+            inputs=(self._theta_vec, *self._example),
         )
         reached, _ = closed_pattern(reach_h, reach_theta)
         carried = reached.astype(np.int64)
