@@ -28,16 +28,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anywidget
-import traitlets
-
 from .bundle import MISSING_ESM, bundle_text
+from .headless import anywidget, traitlets  # stand-ins without the [explorer] extra
 
 #: Display options of the widget and their defaults (view-model options are passed through
 #: to ``build_view_model``).
 DISPLAY_OPTIONS: dict[str, Any] = {
     "height": 600,
-    "rankdir": "TB",
+    "rankdir": "auto",
     "large_graph_threshold": 150,
     "show_params": False,
     "panels": ["inspector", "weights", "groups", "diagnostics", "legend"],
@@ -74,8 +72,8 @@ def validate_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
     display = {**DISPLAY_OPTIONS, **{k: v for k, v in options.items() if k in DISPLAY_OPTIONS}}
     if not isinstance(display["height"], int) or display["height"] < 100:
         raise ValueError(f"height must be an int >= 100 (pixels), got {display['height']!r}")
-    if display["rankdir"] not in ("TB", "LR"):
-        raise ValueError(f"rankdir must be 'TB' or 'LR', got {display['rankdir']!r}")
+    if display["rankdir"] not in ("auto", "TB", "LR"):
+        raise ValueError(f"rankdir must be 'auto', 'TB' or 'LR', got {display['rankdir']!r}")
     bad_panels = set(display["panels"]) - set(DISPLAY_OPTIONS["panels"])
     if bad_panels:
         raise ValueError(
@@ -311,7 +309,11 @@ class Explorer(anywidget.AnyWidget):
             groups = f" groups {w.get('groups')}" if w.get("groups") else ""
             label = _status_label(w)
             lines.append(f"  {label:<22} {w.get('path')}{groups}")
-            if w.get("status") == "not_learned":
+            if w.get("summary"):  # plain words (view model); the compiler's text is in reason
+                lines.append(f"      {w.get('summary')}")
+                if w.get("fix"):
+                    lines.append(f"      fix: {w.get('fix')}")
+            elif w.get("status") == "not_learned":
                 lines.append(f"      reason: {w.get('reason')}")
                 if w.get("fix"):
                     lines.append(f"      fix: {w.get('fix')}")
@@ -327,10 +329,13 @@ class Explorer(anywidget.AnyWidget):
 
         vm = self.view_model or {}
         rows = "".join(
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>".format(
+            "<tr><td><code>{}</code></td><td>{}</td><td title='{}'>{}</td></tr>".format(
                 html.escape(str(w.get("path"))),
                 html.escape(_status_label(w)),
-                html.escape(str(w.get("claim_reason") or w.get("reason") or "")),
+                html.escape(_codes(w), quote=True),
+                html.escape(
+                    str(w.get("summary") or w.get("claim_reason") or w.get("reason") or "")
+                ),
             )
             for w in vm.get("weights", [])
         )
@@ -342,6 +347,7 @@ class Explorer(anywidget.AnyWidget):
         if svg:
             start = svg.find("<svg")
             parts.append(f"<div style='max-width:100%;overflow:auto'>{svg[max(start, 0) :]}</div>")
+            parts.append(self.static_legend())
         for name, png in self.static_images():
             parts.append(
                 f"<img alt='{html.escape(name)}' style='max-width:100%' "
@@ -349,11 +355,24 @@ class Explorer(anywidget.AnyWidget):
             )
         if rows:
             parts.append(
-                "<table><tr><th>weight</th><th>learned</th><th>why / what is dropped</th></tr>"
+                "<table><tr><th>weight</th><th>learned</th><th>what it means</th></tr>"
                 f"{rows}</table>"
             )
         parts.append("</div>")
         return "".join(parts)
+
+    def static_legend(self) -> str:
+        """The static graph's legend (HTML): the live page's entries for what the SVG draws,
+        in the same colours (``etp_viz.view.palette``); "" when it cannot be made."""
+        try:
+            from etp_viz.view.dot import legend_html
+        except ImportError:
+            return ""
+        vm = self._vm_object if self._vm_object is not None else _namespace(self.view_model)
+        try:
+            return legend_html(vm, self.expanded)
+        except Exception:  # a static fallback must never break display
+            return ""
 
     def static_images(self) -> list[tuple[str, str]]:
         """``[(name, base64 PNG)]`` for the static output (none for a graph-only explorer)."""
@@ -467,6 +486,12 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
     from etp_viz.compiler import compile_etrace_graph
 
     return Explorer(compile_etrace_graph(model, *example_inputs), **options)
+
+
+def _codes(weight: dict) -> str:
+    """The compiler's text behind a weight's plain summary (shown on hover)."""
+    parts = [weight.get("reason"), weight.get("claim_reason")]
+    return "\n".join(str(p) for p in parts if p)
 
 
 def _status_label(weight: dict) -> str:

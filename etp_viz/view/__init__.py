@@ -4,7 +4,10 @@ Where a weight's status shown to a user is decided: ``weights.py`` (from the com
 relations, readouts and diagnostics). ``model.build_view_model`` is the entry point;
 ``nodes`` turns jaxpr equations into nodes/edges/clusters, ``annotate`` adds the compiler's
 decisions, ``types`` holds the dataclasses (the JSON contract, ``docs/view-model.md``),
-``text`` the golden-text rendering and ``dot`` the Graphviz DOT / static SVG.
+``text`` the golden-text rendering and ``dot`` the Graphviz DOT / static SVG and its legend.
+``palette`` defines the graph's visual language once (colours, node styles, legend entries in
+plain words) for the live page and the static SVG; ``plain`` says in plain words what each
+weight's status and gradient claim mean (the weights' ``summary``).
 
 Needs only the engine (no widget packages).
 """

@@ -2,8 +2,9 @@
 
 The browser lays the DOT out with Graphviz compiled to wasm; this module is also the fallback
 for static output (``_repr_mimebundle_``, nbviewer). One level at a time: a collapsed sub-jaxpr
-is drawn as its owning equation; an expanded one as a cluster of its equations, with the
-owner's own edges replaced by the inner ones.
+is drawn as its owning equation (styled as a folded box); an expanded one as a cluster of its
+equations, with the owner's own edges replaced by the inner ones. Colours, node styles and the
+legend come from ``palette.py``, the same as the live page's.
 
 Every string that came from user code (paths, names, params, labels) is escaped: node labels
 are HTML-like labels built with :func:`html.escape`, everything else goes through graphviz's
@@ -26,29 +27,23 @@ import subprocess
 from collections.abc import Iterable
 from typing import Any
 
+from .palette import COLOURS, NODE_KIND_TEXT, edge_key, edge_style, node_key, node_style
 from .weights import status_text
 
-__all__ = ["LARGE_GRAPH_NODES", "STYLE", "render_svg", "to_dot", "visible_nodes"]
+__all__ = [
+    "LARGE_GRAPH_NODES",
+    "drawn_legend_keys",
+    "legend_html",
+    "render_svg",
+    "to_dot",
+    "visible_nodes",
+]
 
 #: Above this many visible nodes the layout is bounded (``nslimit``, ``mclimit``, straight edges).
 LARGE_GRAPH_NODES = 300
 
-#: node kind -> (shape, fill colour); ETP equations and highlights override the fill.
-STYLE: dict[str, tuple[str, str]] = {
-    "eqn": ("box", "#f5f5f5"),
-    "input": ("invhouse", "#e3f2fd"),
-    "output": ("house", "#e3f2fd"),
-    "hidden_in": ("ellipse", "#fff3e0"),
-    "hidden_out": ("ellipse", "#ffe0b2"),
-    "state_in": ("ellipse", "#eceff1"),
-    "state_out": ("ellipse", "#cfd8dc"),
-    "param": ("note", "#f3e5f5"),
-    "perturb": ("diamond", "#fce4ec"),
-}
-_STATUS_FILL = {"online": "#c8e6c9", "exact": "#bbdefb", "not_learned": "#ffcdd2"}
-_HIGHLIGHT = "#d32f2f"
-_DROPPED = "#c2185b"
-_BYPASS = "#8e24aa"
+_HIGHLIGHT = COLOURS["hl_path"]
+_HIGHLIGHT_BOUNDARY = COLOURS["hl_boundary"]
 
 
 def representatives(vm: Any, expanded: Iterable[str] = ()) -> dict[str, str]:
@@ -95,12 +90,16 @@ def _label(node: Any, weight_label: dict[str, str]) -> str:
     if node.badges:
         texts = " ".join(f"[{b.text}]" for b in node.badges[:6])
         more = f" +{len(node.badges) - 6}" if len(node.badges) > 6 else ""
-        rows.append(f'<FONT POINT-SIZE="9" COLOR="#6a1b9a">{esc(texts + more)}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="9">{esc(texts + more)}</FONT>')
     return "<" + "<BR/>".join(rows) + ">"
 
 
 def _tooltip(node: Any) -> str:
-    parts = [node.id, node.primitive or node.kind]
+    if node.etp and node.weight_path:
+        plain = f"weight op: uses {node.weight_path}"
+    else:
+        plain = NODE_KIND_TEXT.get(node.kind, node.kind)
+    parts = [plain, node.id, node.primitive or node.kind]
     parts += [f"{k}={v}" for k, v in node.params[:8]]
     if node.source:
         parts.append(node.source)
@@ -134,6 +133,89 @@ def _highlight_ids(vm: Any, highlight: Any) -> tuple[set[str], set[str], set[str
     return ids, ids, set()
 
 
+def _marks(vm: Any) -> dict[str, set[str]]:
+    """Ids of the annotated nodes and edges (the same sets ``js/src/graph.js`` indexes)."""
+
+    def items(name: str) -> Any:
+        return getattr(vm, name, None) or ()
+
+    def ids(items: Any, name: str) -> set[str]:
+        return {i for item in items for i in getattr(item, name, None) or ()}
+
+    return {
+        "slice": ids(items("relations"), "slice_edges"),
+        "transition": ids(items("groups"), "transition_edges"),
+        "readout": ids(items("readouts"), "path_edges"),
+        "bypass": ids(items("bypasses"), "path_edges"),
+        "dropped": ids(items("weights"), "dropped_edges"),
+        "boundary": ids(items("weights"), "boundary_nodes"),
+        "perturbed": {p.node for p in items("perturbations") if p.node},
+    }
+
+
+def _edge_key_of(edge_ids: Iterable[str], marks: dict[str, set[str]]) -> str:
+    ids = set(edge_ids)
+    flags = {k: bool(ids & marks[k]) for k in ("transition", "readout", "bypass", "dropped")}
+    return edge_key(slice_=bool(ids & marks["slice"]), **flags)
+
+
+def _drawn_edges(vm: Any, rep: dict[str, str]) -> dict[tuple[str, str], list[Any]]:
+    """(drawn source, drawn target) -> the view-model edges drawn as that one edge."""
+    pairs: dict[tuple[str, str], list[Any]] = {}
+    for edge in vm.edges:
+        source, target = rep.get(edge.source), rep.get(edge.target)
+        if source is None or target is None or source == target:
+            continue
+        pairs.setdefault((source, target), []).append(edge)
+    return pairs
+
+
+def _node_style_of(node: Any, marks: dict, weight_status: dict, expanded: set) -> dict:
+    status = weight_status.get(node.weight_path or "", node.status) if node.etp else None
+    return node_style(
+        node.kind,
+        etp=bool(node.etp),
+        status=status,
+        perturbed=node.id in marks["perturbed"],
+        boundary=node.id in marks["boundary"],
+        collapsed=node.subcluster is not None and node.subcluster not in expanded,
+    )
+
+
+def drawn_legend_keys(vm: Any, expanded: Iterable[str] = ()) -> list[str]:
+    """The legend keys (``palette.LEGEND``) of what :func:`to_dot` draws: the static
+    fallback's legend lists exactly these."""
+    expanded = set(expanded)
+    rep = representatives(vm, expanded)
+    marks = _marks(vm)
+    weight_status = {w.path: w.status for w in vm.weights}
+    keys: set[str] = set()
+    for node in vm.nodes:
+        if node.id not in set(rep.values()):
+            continue
+        if node.subcluster is not None and node.subcluster not in expanded:
+            keys.add("collapsed")
+        else:
+            status = weight_status.get(node.weight_path or "", node.status) if node.etp else None
+            keys.add(node_key(node.kind, etp=bool(node.etp), status=status))
+        keys.update(k for k in ("perturbed", "boundary") if node.id in marks[k])
+        if node.badges:
+            keys.add("badge")
+    for edges in _drawn_edges(vm, rep).values():
+        keys.add(_edge_key_of((e.id for e in edges), marks))
+    parents = {c.id: c.parent for c in vm.clusters}
+    drawn_ids = set(rep.values())
+    drawn_clusters = {_drawn_cluster(parents, n, expanded) for n in vm.nodes if n.id in drawn_ids}
+    for cluster in vm.clusters:
+        if cluster.id in drawn_clusters or any(
+            c.parent == cluster.id and c.id in drawn_clusters for c in vm.clusters
+        ):
+            keys.add("group" if cluster.kind == "group" else "subjaxpr")
+    from .palette import LEGEND
+
+    return [e.key for e in LEGEND if e.key in keys]
+
+
 def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> str:
     """DOT text of the view model for one expansion state.
 
@@ -152,62 +234,54 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     rep = representatives(vm, expanded)
     nodes = {n.id: n for n in vm.nodes if n.id in set(rep.values())}
     hi_nodes, hi_edges, boundary = _highlight_ids(vm, highlight)
+    marks = _marks(vm)
     weight_status = {w.path: w.status for w in vm.weights}
     weight_label = {w.path: status_text(w.status, getattr(w, "claim", "")) for w in vm.weights}
-    dropped = {e for w in vm.weights for e in getattr(w, "dropped_edges", ())}
-    bypass = {e for b in getattr(vm, "bypasses", ()) for e in b.path_edges}
-    graph_attr = {"rankdir": "TB", "fontname": "Helvetica", "fontsize": "10", "compound": "true"}
+    graph_attr = {"rankdir": "TB", "fontname": "Helvetica", "fontsize": "12", "compound": "true"}
     if len(nodes) > LARGE_GRAPH_NODES:
         graph_attr.update(nslimit="1", nslimit1="1", mclimit="0.1", splines="line")
     dot = graphviz.Digraph(
         name="etp_viz",
         graph_attr=graph_attr,
-        node_attr={"fontname": "Helvetica", "fontsize": "10", "style": "filled"},
-        edge_attr={"fontname": "Helvetica", "fontsize": "8", "color": "#757575"},
+        node_attr={"fontname": "Helvetica", "fontsize": "12", "style": "filled"},
+        edge_attr={"fontname": "Helvetica", "fontsize": "10", "color": COLOURS["edge"]},
     )
     dot.body.append(f"\tlabel={_quote(vm.title)} labelloc=t\n")
     bodies = _cluster_bodies(vm)
     for node_id, node in nodes.items():
-        hi, blocked = node_id in hi_nodes, node_id in boundary
-        line = _node_stmt(node, weight_status, weight_label, hi, blocked)
+        style = _node_style_of(node, marks, weight_status, expanded)
+        line = _node_stmt(node, style, weight_label, node_id in hi_nodes, node_id in boundary)
         bodies.get(_drawn_cluster(parents, node, expanded), bodies[None]).append(line)
     dot.body.extend(_assemble_clusters(vm, bodies))
-    drawn_pairs: set[tuple[str, str]] = set()
-    for edge in vm.edges:
-        source, target = rep.get(edge.source), rep.get(edge.target)
-        if source is None or target is None or source == target:
-            continue
-        if (source, target) in drawn_pairs:
-            continue
-        drawn_pairs.add((source, target))
-        attrs = [f"tooltip={_quote(f'{edge.var}: {edge.aval}')}"]
-        if edge.id in hi_edges:
-            attrs.append(f'color="{_HIGHLIGHT}" penwidth=2')
-        if edge.kind == "perturb":
-            attrs.append("style=dashed")
-        elif edge.id in dropped:  # a Jacobian term the algorithm's gradient ignores
-            attrs.append(f'style=dashed color="{_DROPPED}" penwidth=2')
-        elif edge.id in bypass:  # an output reading h^(t-1): the hidden output bypass
-            attrs.append(f'style=dotted color="{_BYPASS}" penwidth=2')
+    for (source, target), edges in _drawn_edges(vm, rep).items():
+        ids = [e.id for e in edges]
+        tooltip = "\n".join(f"{e.var}: {e.aval}" for e in edges)
+        attrs = [f"tooltip={_quote(tooltip)}"]
+        style = edge_style(_edge_key_of(ids, marks))
+        if set(ids) & hi_edges:
+            style.update(color=_HIGHLIGHT, penwidth="3")
+        attrs += [f'{k}="{v}"' for k, v in style.items()]
+        if len(ids) > 1:
+            attrs.append(f'label="×{len(ids)}"')
         dot.body.append(f"\t{_quote(source)} -> {_quote(target)} [{' '.join(attrs)}]\n")
     return dot.source
 
 
 def _node_stmt(
-    node: Any, weight_status: dict[str, str], weight_label: dict[str, str], hi: bool, boundary: bool
+    node: Any, style: dict, weight_label: dict[str, str], hi: bool, boundary: bool
 ) -> str:
-    shape, fill = STYLE.get(node.kind, ("box", "#ffffff"))
-    if node.etp:
-        fill = _STATUS_FILL.get(weight_status.get(node.weight_path or "", ""), "#fff59d")
-    attrs = [f"label={_label(node, weight_label)}", f"shape={shape}", f'fillcolor="{fill}"']
+    attrs = [f"label={_label(node, weight_label)}", f"shape={style['shape']}"]
+    attrs += [f'style="{style["style"]}"', f'fillcolor="{style["fill"]}"']
+    attrs += [f'color="{style["stroke"]}"', f"penwidth={style.get('penwidth', '1')}"]
+    if "peripheries" in style:
+        attrs.append(f"peripheries={style['peripheries']}")
     attrs.append(f"tooltip={_tooltip(node)}")
     attrs.append(f"id={_quote('node-' + node.id)}")
-    if node.etp:
-        attrs.append("penwidth=2")
-    if hi or boundary:
+    if boundary:  # the highlighted weight's blocking op
+        attrs.append(f'color="{_HIGHLIGHT_BOUNDARY}" fillcolor="{COLOURS["hl_boundary_fill"]}"')
+        attrs.append("penwidth=4")
+    elif hi:
         attrs.append(f'color="{_HIGHLIGHT}" penwidth=3')
-    if boundary:
-        attrs.append('style="filled,dashed"')
     return f"\t{_quote(node.id)} [{' '.join(attrs)}]\n"
 
 
@@ -234,10 +308,13 @@ def _assemble_clusters(vm: Any, bodies: dict) -> list[str]:
             inner = emit(child.id)
             if not inner:
                 continue
-            style = "dashed" if child.kind == "group" else "rounded"
-            colour = "#ef6c00" if child.kind == "group" else "#90a4ae"
+            if child.kind == "group":
+                fill, border = COLOURS["group_fill"], COLOURS["group_border"]
+                look = f'style="filled,rounded" fillcolor="{fill}" color="{border}" penwidth=1.5'
+            else:
+                look = f'style="dashed,rounded" color="{COLOURS["subjaxpr_border"]}"'
             lines.append(f"\tsubgraph {_quote('cluster_' + child.id)} {{\n")
-            lines.append(f'\t\tlabel={_quote(child.label)} style={style} color="{colour}"\n')
+            lines.append(f"\t\tlabel={_quote(child.label)} {look}\n")
             lines.extend(inner)
             lines.append("\t}\n")
         return lines
@@ -261,3 +338,53 @@ def render_svg(dot_text: str, *, timeout: float = 60.0) -> str | None:
     except (subprocess.SubprocessError, OSError):
         return None
     return result.stdout.decode("utf-8")
+
+
+_DASH = {"dashed": "5,2", "dotted": "1.5,3"}
+
+
+def _swatch_svg(entry: Any) -> str:
+    """A small inline SVG of a legend entry's mark (the live legend draws the same,
+    ``js/src/legend.js``)."""
+    fill, stroke = entry.fill or "none", entry.stroke or "none"
+    dash = f' stroke-dasharray="{_DASH[entry.line]}"' if entry.line in _DASH else ""
+    paint = f'fill="{fill}" stroke="{stroke}" stroke-width="2"{dash}'
+    shapes = {
+        "line": f'<line x1="1" y1="8" x2="27" y2="8" stroke="{stroke}" stroke-width="3"{dash}/>',
+        "ellipse": f'<ellipse cx="14" cy="8" rx="12" ry="6.5" {paint}/>',
+        "diamond": f'<polygon points="14,1 27,8 14,15 1,8" {paint}/>',
+        "house": f'<polygon points="2,6 14,1 26,6 26,15 2,15" {paint}/>',
+        "note": f'<polygon points="2,2 21,2 26,7 26,14 2,14" {paint}/>',
+        "text": '<text x="14" y="12" text-anchor="middle" font-size="11">⟨1⟩</text>',
+        "box3d": f'<polyline points="5,3 5,1 27,1 27,12 24,12" fill="none" stroke="{stroke}"/>'
+        f'<rect x="2" y="4" width="21" height="10" {paint}/>',
+    }
+    body = shapes.get(entry.swatch)
+    if body is None:
+        rx = 4 if entry.swatch == "round" else 2
+        body = f'<rect x="2" y="2" width="24" height="12" rx="{rx}" {paint}/>'
+        if entry.line == "double":
+            body += (
+                f'<rect x="5" y="5" width="18" height="6" rx="2" fill="none" stroke="{stroke}"/>'
+            )
+    return f'<svg width="28" height="16" viewBox="0 0 28 16" aria-hidden="true">{body}</svg>'
+
+
+def legend_html(vm: Any, expanded: Iterable[str] = ()) -> str:
+    """The static fallback's legend: one item per kind of mark :func:`to_dot` draws, with
+    the live page's words, tooltips (``title``) and colours (``palette.LEGEND``)."""
+    from .palette import legend_entries
+
+    items = []
+    for e in legend_entries(drawn_legend_keys(vm, expanded)):
+        colours = " ".join(c for c in (e.fill, e.stroke) if c)
+        items.append(
+            f"<span class='etp-legend-item' data-key='{e.key}' data-colours='{colours}' "
+            f"title='{html.escape(e.title or e.label, quote=True)}' style='display:inline-flex;"
+            f"align-items:center;gap:5px;margin:1px 12px 1px 0;white-space:nowrap'>"
+            f"{_swatch_svg(e)}<span>{html.escape(e.label)}</span></span>"
+        )
+    return (
+        "<div class='etp-legend' data-legend='static' style='display:flex;flex-wrap:wrap;"
+        f"font:12px sans-serif;margin:4px 0'>{''.join(items)}</div>"
+    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from .nodes import JaxprGraphBuilder, Role, default_is_etp
+from .palette import LEGEND as PALETTE_LEGEND
 from .types import (
     Badge,
     Cluster,
@@ -64,21 +65,8 @@ VIEW_MODEL_OPTIONS: dict[str, Any] = {
     "algorithm": "d_rtrl",
 }
 
-LEGEND = (
-    LegendEntry("etp", "ETP primitive (weight path and status)"),
-    LegendEntry("hidden", "hidden state (in / out)"),
-    LegendEntry("state", "other state (in / out)"),
-    LegendEntry("group", "hidden group cluster"),
-    LegendEntry("transition", "h -> h transition of a group"),
-    LegendEntry("slice", "y -> h transition slice of a relation"),
-    LegendEntry("boundary", "blocking boundary (the ETP op that cut a weight's path)"),
-    LegendEntry("perturb", "perturbation point (h = h_hat + p)"),
-    LegendEntry("readout", "readout path (exact same-step gradient)"),
-    LegendEntry("bypass", "hidden output bypass: an output reads h from before the update"),
-    LegendEntry("dropped", "dropped Jacobian term (dashed): what the algorithm's gradient ignores"),
-    LegendEntry("subjaxpr", "nested sub-jaxpr (collapsible)"),
-    LegendEntry("badge", "badge: parameter, literal, constant or high-fan-out variable"),
-)
+#: every legend entry, in plain words (defined once in ``palette.py``)
+LEGEND = PALETTE_LEGEND
 
 
 def validate_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,8 @@ def _section_weights(vm: Any) -> list[str]:
             lines.append(f"    claim: {w.claim} -- {w.claim_reason or '-'}")
             if w.dropped_nodes:
                 lines.append(f"    dropped: {_ids(w.dropped_nodes)}")
+        if getattr(w, "summary", ""):
+            lines.append(f"    summary: {w.summary}")
         if w.fix:
             lines.append(f"    fix: {w.fix}")
         lines.append(f"    nodes: {_ids(w.node_ids)}")
@@ -138,7 +140,11 @@ def _section_diagnostics(vm: Any) -> list[str]:
 
 
 def _section_legend(vm: Any) -> list[str]:
-    return [f"  {entry.key}: {entry.label}" for entry in vm.legend]
+    lines = []
+    for e in vm.legend:
+        colours = "/".join(c for c in (e.fill, e.stroke) if c) or "-"
+        lines.append(f"  {e.key}: {e.label} [{e.swatch} {e.line} {colours}]")
+    return lines
 
 
 def render_text(vm: Any, *, sections: tuple[str, ...] | None = None) -> str:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .palette import LegendEntry, palette_json
 from .text import render_text
 
 SCHEMA_VERSION = 1
@@ -102,6 +103,9 @@ class WeightInfo:
     #: into them (drawn dashed: the cut h -> h dependencies)
     dropped_nodes: tuple[str, ...] = ()
     dropped_edges: tuple[str, ...] = ()
+    #: what the status and claim mean in plain words, with weight and state names (no
+    #: internal codes): what the explorer shows; ``reason``/``claim_reason`` go on hover
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,12 +167,6 @@ class DiagnosticInfo:
 
 
 @dataclass(frozen=True)
-class LegendEntry:
-    key: str
-    label: str
-
-
-@dataclass(frozen=True)
 class ViewModel:
     """The explorer's whole picture of one compiled model: JSON-able, text-renderable."""
 
@@ -183,8 +181,13 @@ class ViewModel:
     bypasses: tuple[BypassInfo, ...] = ()
     perturbations: tuple[PerturbInfo, ...] = ()
     diagnostics: tuple[DiagnosticInfo, ...] = ()
+    #: every legend entry (``palette.LEGEND``); renderers show those of what they draw
     legend: tuple[LegendEntry, ...] = ()
     options: tuple[tuple[str, Any], ...] = field(default=())
+    #: colour name -> colour (``palette.COLOURS``): the one palette of every renderer
+    palette: tuple[tuple[str, str], ...] = field(
+        default_factory=lambda: tuple(palette_json().items())
+    )
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -214,7 +217,7 @@ def _to_jsonable(value: Any) -> Any:
         out = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
-            if f.name in ("params", "options"):
+            if f.name in ("params", "options", "palette"):
                 out[f.name] = {k: _to_jsonable(v) for k, v in item}
             else:
                 out[f.name] = _to_jsonable(item)

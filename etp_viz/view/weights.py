@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import brainstate
 import jax
 
 from .nodes import aval_text, path_text
+from .plain import equation_names, owners, weight_summary
 from .types import WeightInfo
 
 #: diagnostic kind -> the fix we suggest for a weight it names (first match wins)
@@ -72,6 +74,7 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
         for weight_path in r.weight_paths:
             relations_of.setdefault(weight_path, []).append(r)
     out = []
+    plain: list[dict[str, Any]] = []  # what each weight's plain-language summary needs
     for path, state in _param_states(ann.minfo):
         invars = invars_of.get(path, [])
         consumers = [i for v in invars for i in ann.minfo.def_use.consumers.get(v, [])]
@@ -127,6 +130,14 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
             if path_nodes and boundary:
                 path_nodes = tuple(dict.fromkeys((*path_nodes, *boundary)))
         claim = weight_claim(ann, path)
+        plain.append(
+            {
+                "diagnostic_kinds": kinds,
+                "hidden_paths": tuple(dict.fromkeys(h for r in rels for h in r.hidden_paths)),
+                "not_read": status == "not_learned" and not invars,
+                "not_etp": status == "not_learned" and reason == NOT_ETP_REASON,
+            }
+        )
         out.append(
             WeightInfo(
                 **claim,
@@ -143,6 +154,26 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
                 diagnostics=tuple(d.index for d in mine),
             )
         )
+    return add_summaries(out, plain)
+
+
+def add_summaries(weights: list[WeightInfo], plain: list[dict[str, Any]]) -> list[WeightInfo]:
+    """Each weight with its plain-language ``summary`` (``plain.weight_summary``); a blocked
+    weight names the weights whose ops block it."""
+    owner = owners(weights)
+    names = equation_names(owner)
+    out = []
+    for w, extra in zip(weights, plain, strict=True):
+        blocked_by = tuple(dict.fromkeys(owner[n] for n in w.boundary_nodes if n in owner))
+        summary = weight_summary(
+            w.status,
+            w.claim,
+            leaf_claims=w.leaf_claims,
+            blocked_by=blocked_by,
+            names=names,
+            **extra,
+        )
+        out.append(dataclasses.replace(w, summary=summary))
     return out
 
 

@@ -9,27 +9,27 @@ import { escapeDot, truncate } from "./escape.js";
 /** @typedef {import("./types.js").ViewModel} ViewModel */
 /** @typedef {import("./types.js").VMNode} VMNode */
 
+/**
+ * The palette (colour name -> colour): the defaults mirror etp_viz/view/palette.py `COLOURS`;
+ * a view model's own `palette` (sent by Python) wins, so the live page, the static SVG and the
+ * legend draw with the same colours (`index.colours`).
+ */
 export const COLORS = {
-  etp: "#ffe08a",
-  etpBorder: "#b8860b",
-  hidden: "#cfe8ff",
-  groupFill: "#f1f7ff",
-  groupBorder: "#5b8fd0",
-  slice: "#e8710a",
-  transition: "#8e44ad",
-  boundary: "#d62728",
-  perturb: "#1f77b4",
-  readout: "#2e8b57",
-  bypass: "#8e24aa",
-  dropped: "#c2185b",
-  edge: "#9a9a9a",
-  online: "#2ca02c",
-  exact: "#1f77b4",
-  not_learned: "#d62728",
-  notLearnedFill: "#f6d0d0",
-  io: "#e6e6e6",
-  collapsed: "#f2f2f2",
+  op_fill: "#ffffff", op_border: "#555555", etp: "#ffe08a", etp_border: "#b8860b",
+  online: "#2ca02c", exact: "#1f77b4", not_learned: "#d62728", not_learned_fill: "#f6d0d0",
+  hidden: "#cfe8ff", group_fill: "#f1f7ff", group_border: "#5b8fd0", state: "#eeeeee",
+  io: "#e6e6e6", param: "#f7f7f7", perturb: "#1f77b4", perturb_fill: "#d8e9f7",
+  collapsed: "#f2f2f2", collapsed_border: "#777777", subjaxpr_border: "#888888",
+  boundary: "#d62728", edge: "#9a9a9a", slice: "#e8710a", transition: "#8e44ad",
+  readout: "#2e8b57", bypass: "#8c564b", dropped: "#c2185b",
+  hl_selected: "#000000", hl_path: "#e8710a", hl_boundary: "#d62728", hl_boundary_fill: "#ffd6d6",
+  hl_cluster: "#5b8fd0", hl_transition: "#8e44ad", hl_search: "#ff00aa",
 };
+
+/** Font size (points = SVG units) of node labels; the first view keeps them >= MIN_LABEL_PX. */
+export const NODE_FONT_SIZE = 14;
+/** Smallest on-screen size (px) of a node label in the first view of a graph (projectors). */
+export const MIN_LABEL_PX = 10.5;
 
 /** Cluster kinds the viewer collapses to one node ("branch" clusters only with their parent). */
 export const COLLAPSIBLE = new Set(["subjaxpr", "module"]);
@@ -128,8 +128,9 @@ function* buildIndexSteps(vm) {
     droppedEdges: union(vm.weights || [], "dropped_edges"),
     perturbNodes: new Set((vm.perturbations || []).map((p) => p.node)),
   };
+  const colours = { ...COLORS, ...(vm.palette || {}) };
   return { vm, nodes, edges, clusters, clusterSize, weights, groups, relations, diagnostics,
-    annotations };
+    annotations, colours };
 }
 
 /**
@@ -137,7 +138,8 @@ function* buildIndexSteps(vm) {
  *   clusters: Map<string, any>, clusterSize: Map<string, number>, weights: Map<string, any>,
  *   groups: Map<string, any>, relations: Map<string, any>, diagnostics: Map<string, any>,
  *   annotations: {sliceEdges: Set<string>, transitionEdges: Set<string>, readoutEdges: Set<string>, bypassEdges: Set<string>,
- *   boundaryNodes: Set<string>, droppedEdges: Set<string>, perturbNodes: Set<string>}}} Index
+ *   boundaryNodes: Set<string>, droppedEdges: Set<string>, perturbNodes: Set<string>},
+ *   colours: Record<string, string>}} Index
  */
 
 /** The module path owning a state path (`layers.3.h` -> `layers.3`). */
@@ -303,6 +305,21 @@ export function initialExpanded(/** @type {ViewModel} */ vm) {
     .map((c) => c.id);
 }
 
+/** A pane at least this much wider than tall lays "auto" graphs out left to right. */
+export const WIDE_PANE = 1.3;
+
+/**
+ * The layout direction for `rankdir` ("TB" | "LR" | "auto", default "auto"): "auto" is "LR"
+ * in a wide pane (graphs are chains of operations: along the pane's long side they are drawn
+ * larger) and "TB" otherwise.
+ * @param {string | undefined} rankdir
+ * @param {{width: number, height: number}} pane
+ */
+export function resolveRankdir(rankdir, pane) {
+  if (rankdir === "TB" || rankdir === "LR") return rankdir;
+  return pane.width > WIDE_PANE * pane.height ? "LR" : "TB";
+}
+
 /** A stable cache key for an expansion state plus the options that change the layout. */
 export function layoutKey(/** @type {Iterable<string>} */ expanded, /** @type {any} */ options = {}) {
   return JSON.stringify([[...expanded].sort(), options.rankdir || "TB", !!options.show_params]);
@@ -422,46 +439,120 @@ export function* visibleGraphSteps(index, expandedIds, options = {}) {
  *   dotToVm: Map<string, {type: string, id: string}>, nodeCount: number}} VisibleGraph
  */
 
-function statusColor(/** @type {string|null|undefined} */ status) {
-  return status === "online" ? COLORS.online : status === "exact" ? COLORS.exact
-    : status === "not_learned" ? COLORS.not_learned : COLORS.etpBorder;
+const STATUS_BORDER = /** @type {Record<string, string>} */ ({ online: "online", exact: "exact", not_learned: "not_learned" });
+
+/**
+ * The legend key of a node's own fill and border (mirrors `node_key` in
+ * etp_viz/view/palette.py).
+ * @param {VMNode} n
+ */
+export function nodeKey(n) {
+  if (n.etp) return n.status && STATUS_BORDER[n.status] ? `etp_${n.status}` : "etp";
+  if (n.kind === "hidden_in" || n.kind === "hidden_out") return "hidden";
+  if (n.kind === "state_in" || n.kind === "state_out") return "state";
+  if (n.kind === "input" || n.kind === "output") return "io";
+  if (n.kind === "param" || n.kind === "perturb") return n.kind;
+  return "op";
+}
+
+/**
+ * Shape and colours of a node (mirrors `node_style` in etp_viz/view/palette.py: the static
+ * SVG draws every node with the same fill and border).
+ * @param {Record<string, string>} c  the palette
+ * @param {VMNode} n
+ * @param {{perturbed?: boolean, boundary?: boolean}} marks
+ */
+export function nodeStyle(c, n, marks = {}) {
+  const key = nodeKey(n);
+  /** @type {Record<string, string>} */
+  const attrs = { shape: "box", style: "rounded,filled", fillcolor: c.op_fill, color: c.op_border };
+  if (n.etp) {
+    Object.assign(attrs, { fillcolor: n.status === "not_learned" ? c.not_learned_fill : c.etp,
+      color: c[STATUS_BORDER[n.status || ""] || "etp_border"], penwidth: "2" });
+  } else if (key === "hidden") {
+    Object.assign(attrs, { shape: "ellipse", style: "filled", fillcolor: c.hidden, color: c.group_border });
+  } else if (key === "state") {
+    Object.assign(attrs, { shape: "note", style: "filled", fillcolor: c.state });
+  } else if (key === "io") {
+    Object.assign(attrs, { shape: n.kind === "input" ? "invhouse" : "house", style: "filled", fillcolor: c.io });
+  } else if (key === "param") {
+    Object.assign(attrs, { shape: "cds", style: "filled", fillcolor: c.param });
+  } else if (key === "perturb") {
+    Object.assign(attrs, { shape: "diamond", style: "filled", fillcolor: c.perturb_fill, color: c.perturb });
+  }
+  if (marks.perturbed && n.kind !== "perturb") {
+    Object.assign(attrs, { style: `${attrs.style},dashed`, color: c.perturb, penwidth: "2" });
+  }
+  if (marks.boundary) Object.assign(attrs, { peripheries: "2", color: c.boundary, penwidth: "2" });
+  return attrs;
 }
 
 /** DOT attributes for one view-model node. */
 function nodeAttrs(/** @type {Index} */ index, /** @type {VMNode} */ n) {
   const badges = (n.badges || []).map((b) => b.text).filter(Boolean);
-  const attrs = { shape: "box", style: "rounded,filled", fillcolor: "white", color: "#555555" };
+  const perturbed = index.annotations.perturbNodes.has(n.id) && n.kind !== "perturb";
+  const attrs = nodeStyle(index.colours, n, { perturbed, boundary: index.annotations.boundaryNodes.has(n.id) });
   let lines = [truncate(n.label || n.primitive || n.id)];
   if (n.etp) {
-    Object.assign(attrs, { fillcolor: n.status === "not_learned" ? COLORS.notLearnedFill : COLORS.etp,
-      color: statusColor(n.status), penwidth: "2" });
-    if (n.weight_path) lines.push(truncate(n.weight_path));
-    if (n.status) lines.push(`[${n.status.replace("_", " ")}]`);
+    // the weight's name first: it is what a student looks for
+    lines = [truncate(n.weight_path || n.label || n.id), `${n.label || n.primitive}${n.status ? ` · ${n.status.replace("_", " ")}` : ""}`];
   } else if (badges.length) {
     lines[0] += `  ⟨${badges.join(", ")}⟩`;
   }
   if (n.kind === "hidden_in" || n.kind === "hidden_out") {
-    Object.assign(attrs, { shape: "ellipse", style: "filled", fillcolor: COLORS.hidden, color: COLORS.groupBorder });
     lines = [truncate(n.hidden_path || n.label), n.kind === "hidden_in" ? "h (t-1)" : "h (t)"];
-  } else if (n.kind === "state_in" || n.kind === "state_out") {
-    Object.assign(attrs, { shape: "note", style: "filled", fillcolor: "#eeeeee" });
-  } else if (n.kind === "input" || n.kind === "output") {
-    Object.assign(attrs, { shape: n.kind === "input" ? "invhouse" : "house", style: "filled", fillcolor: COLORS.io });
-  } else if (n.kind === "param") {
-    Object.assign(attrs, { shape: "cds", style: "filled", fillcolor: "#f7f7f7" });
-  } else if (n.kind === "perturb") {
-    Object.assign(attrs, { shape: "diamond", style: "filled", fillcolor: "#d8e9f7", color: COLORS.perturb });
   }
-  if (index.annotations.perturbNodes.has(n.id) && n.kind !== "perturb") {
-    attrs.style += ",dashed";
-    attrs.color = COLORS.perturb;
-    attrs.penwidth = "2";
-    lines.push("◆ perturb");
-  }
-  if (index.annotations.boundaryNodes.has(n.id)) {
-    Object.assign(attrs, { peripheries: "2", color: COLORS.boundary, penwidth: "2" });
-  }
+  if (perturbed) lines.push("◆ writes h");
   return { ...attrs, label: lines.join("\n") };
+}
+
+/**
+ * The legend key of a drawn edge from the view-model edges it stands for (mirrors
+ * `edge_key` in etp_viz/view/palette.py: dropped over bypass over the paths).
+ * @param {Index} index
+ * @param {string[]} vmIds
+ */
+export function edgeKey(index, vmIds) {
+  const a = index.annotations;
+  const any = (/** @type {Set<string>} */ set) => vmIds.some((id) => set.has(id));
+  if (any(a.droppedEdges)) return "dropped";
+  if (any(a.bypassEdges)) return "bypass";
+  if (any(a.sliceEdges)) return "slice";
+  if (any(a.transitionEdges)) return "transition";
+  if (any(a.readoutEdges)) return "readout";
+  return "edge";
+}
+
+const EDGE_WIDTH = /** @type {Record<string, string>} */ ({ slice: "2", transition: "1.6", readout: "1.6", bypass: "2", dropped: "2" });
+const EDGE_LINE = /** @type {Record<string, string>} */ ({ readout: "dashed", bypass: "dotted", dropped: "dashed" });
+
+/**
+ * The legend keys of everything a visible graph draws (node fills and borders, boxes, edge
+ * colours, tags), in no particular order: the legend shows exactly these.
+ * @param {Index} index
+ * @param {VisibleGraph} graph
+ * @param {(dotId: string) => boolean} [isDrawn]  whether a cluster box is in the layout
+ *   (Graphviz draws no box for an empty cluster); default: every visible cluster
+ * @returns {Set<string>}
+ */
+export function drawnKeys(index, graph, isDrawn = () => true) {
+  const keys = new Set();
+  const a = index.annotations;
+  for (const item of graph.items) {
+    if (item.cluster) { keys.add("collapsed"); continue; }
+    const n = item.node;
+    if (!n) continue;
+    keys.add(nodeKey(n));
+    if (a.perturbNodes.has(n.id) && n.kind !== "perturb") keys.add("perturbed");
+    if (a.boundaryNodes.has(n.id)) keys.add("boundary");
+    if (!n.etp && (n.badges || []).length) keys.add("badge");
+  }
+  for (const e of graph.edges) keys.add(edgeKey(index, e.vmIds));
+  for (const [clusterId, dotId] of graph.clusterToDot) {
+    if (!dotId.startsWith("s") || !isDrawn(dotId)) continue;
+    keys.add(index.clusters.get(clusterId)?.kind === "group" ? "group" : "subjaxpr");
+  }
+  return keys;
 }
 
 function formatAttrs(/** @type {Record<string, string>} */ attrs) {
@@ -490,12 +581,12 @@ export function toDot(index, graph, options = {}) {
 export function* toDotSteps(index, graph, options = {}) {
   const large = graph.nodeCount > (options.large_graph_threshold ?? 150);
   const out = ["digraph G {"];
-  const graphAttrs = { rankdir: options.rankdir || "TB", fontname: "Helvetica", fontsize: "11",
-    nodesep: "0.25", ranksep: "0.35", outputorder: "edgesfirst" };
+  const graphAttrs = { rankdir: options.rankdir === "LR" ? "LR" : "TB", fontname: "Helvetica", fontsize: String(NODE_FONT_SIZE),
+    nodesep: "0.25", ranksep: options.rankdir === "LR" ? "0.25" : "0.35", outputorder: "edgesfirst" };
   if (large) Object.assign(graphAttrs, { nslimit: "1", nslimit1: "1", mclimit: "0.1", splines: "line" });
   out.push(`graph [${formatAttrs(graphAttrs)}];`);
-  out.push(`node [fontname="Helvetica" fontsize="10" height="0.3" margin="0.08,0.03"];`);
-  out.push(`edge [color="${COLORS.edge}" arrowsize="0.6"];`);
+  out.push(`node [fontname="Helvetica" fontsize="${NODE_FONT_SIZE}" height="0.3" margin="0.08,0.03"];`);
+  out.push(`edge [color="${index.colours.edge}" arrowsize="0.7" fontname="Helvetica" fontsize="12"];`);
   /** @type {Map<string|null, string[]>} lines per visible cluster (null = root) */
   const body = new Map([[null, []]]);
   const parentOf = (/** @type {string|null} */ clusterId) => {
@@ -517,7 +608,7 @@ export function* toDotSteps(index, graph, options = {}) {
       push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(nodeAttrs(index, item.node))}];`);
     } else if (item.cluster) {
       const size = index.clusterSize.get(item.cluster.id) || 0;
-      const attrs = { shape: "box3d", style: "filled", fillcolor: COLORS.collapsed, color: "#777777",
+      const attrs = { shape: "box3d", style: "filled", fillcolor: index.colours.collapsed, color: index.colours.collapsed_border,
         label: `${truncate(item.cluster.label)}\n${size} eqns ▸` };
       push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(attrs)}];`);
     }
@@ -538,11 +629,11 @@ export function* toDotSteps(index, graph, options = {}) {
       const dotId = graph.clusterToDot.get(c.id);
       if (!dotId || !dotId.startsWith("s")) continue;
       const attrs = c.kind === "group"
-        ? { style: "filled,rounded", fillcolor: COLORS.groupFill, color: COLORS.groupBorder, penwidth: "1.5" }
-        : { style: "dashed,rounded", color: "#888888" };
+        ? { style: "filled,rounded", fillcolor: index.colours.group_fill, color: index.colours.group_border, penwidth: "1.5" }
+        : { style: "dashed,rounded", color: index.colours.subjaxpr_border };
       lines.push(`${indent}subgraph cluster_${dotId} {`);
       lines.push(`${indent}  id="${dotId}"; ${Object.entries({ ...attrs, label: truncate(c.label, 60) })
-        .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="10";`);
+        .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="${NODE_FONT_SIZE}";`);
       for (const line of body.get(c.id) || []) lines.push(`${indent}  ${line}`);
       lines.push(...emitCluster(c.id, indent + "  "));
       lines.push(`${indent}}`);
@@ -554,14 +645,15 @@ export function* toDotSteps(index, graph, options = {}) {
   const a = index.annotations;
   for (const e of graph.edges) {
     if (++tick % STEP === 0) yield;
+    // slice / transition / readout paths; an output reading h^(t-1) (the hidden output bypass:
+    // its gradient term is dL/dh^(t-1)·e^(t-1)); a Jacobian term the algorithm drops (the cut
+    // h -> h dependency into a recurrent ETP op)
+    const key = edgeKey(index, e.vmIds);
+    /** @type {Record<string, string>} */
     const attrs = {};
-    if (e.vmIds.some((id) => a.sliceEdges.has(id))) Object.assign(attrs, { color: COLORS.slice, penwidth: "2" });
-    else if (e.vmIds.some((id) => a.transitionEdges.has(id))) Object.assign(attrs, { color: COLORS.transition, penwidth: "1.6" });
-    else if (e.vmIds.some((id) => a.readoutEdges.has(id))) Object.assign(attrs, { color: COLORS.readout, style: "dashed", penwidth: "1.6" });
-    // an output reading h^(t-1) (the hidden output bypass: its gradient term is dL/dh^(t-1)·e^(t-1))
-    if (e.vmIds.some((id) => a.bypassEdges.has(id))) Object.assign(attrs, { color: COLORS.bypass, style: "dotted", penwidth: "2" });
-    // a Jacobian term the algorithm drops (the cut h -> h dependency into a recurrent ETP op)
-    if (e.vmIds.some((id) => a.droppedEdges.has(id))) Object.assign(attrs, { color: COLORS.dropped, style: "dashed", penwidth: "2" });
+    if (key !== "edge") attrs.color = index.colours[key];
+    if (EDGE_WIDTH[key]) attrs.penwidth = EDGE_WIDTH[key];
+    if (EDGE_LINE[key]) attrs.style = EDGE_LINE[key];
     if (e.vmIds.length > 1) attrs.label = `×${e.vmIds.length}`;
     out.push(`${e.source} -> ${e.target} [id="${e.dotId}" ${formatAttrs(attrs)}];`);
   }
@@ -573,19 +665,30 @@ export function* toDotSteps(index, graph, options = {}) {
 export function tooltipFor(/** @type {Index} */ index, /** @type {VisibleGraph} */ graph, /** @type {string} */ dotId) {
   const ref = graph.dotToVm.get(dotId);
   if (!ref) return "";
+  const legend = (/** @type {string} */ key) => (index.vm.legend || []).find((e) => e.key === key);
   if (ref.type === "node") {
     const n = index.nodes.get(ref.id);
     if (!n) return "";
+    const entry = legend(nodeKey(n));
+    const name = n.weight_path || n.hidden_path || n.state_path || n.label || n.primitive || n.id;
+    const weight = n.weight_path ? index.weights.get(n.weight_path) : undefined;
     const avals = `${(n.in_avals || []).join(", ")} → ${(n.out_avals || []).join(", ")}`;
-    return [n.primitive || n.kind, n.weight_path, n.hidden_path, avals, n.source].filter(Boolean).join("\n");
+    // plain words first, then the codes (primitive, node id, shapes, source line)
+    return [`${entry ? entry.label : n.kind}: ${name}`, weight && weight.summary, entry && entry.title, "",
+      `${n.primitive || n.kind} · ${n.id}`, avals, n.source].filter((x) => x != null && x !== undefined).join("\n").replace(/\n{3,}/g, "\n\n");
   }
   if (ref.type === "edge") {
     const entry = graph.edgeByDot.get(dotId);
-    return (entry ? entry.vmIds : [ref.id]).map((id) => {
+    const ids = entry ? entry.vmIds : [ref.id];
+    const meaning = legend(edgeKey(index, ids));
+    return [meaning ? `${meaning.label}: ${meaning.title || ""}` : "", ...ids.map((id) => {
       const e = index.edges.get(id);
-      return e ? `${e.var ?? ""}: ${e.aval ?? ""}` : "";
-    }).join("\n");
+      return e ? `value ${e.var ?? ""}: ${e.aval ?? ""}` : "";
+    })].filter(Boolean).join("\n");
   }
   const c = index.clusters.get(ref.id);
-  return c ? `${c.label} (${index.clusterSize.get(c.id) || 0} nodes)${dotId.startsWith("k") ? " — click to expand" : ""}` : "";
+  if (!c) return "";
+  const meaning = legend(dotId.startsWith("k") ? "collapsed" : c.kind === "group" ? "group" : "subjaxpr");
+  return [`${c.label} (${index.clusterSize.get(c.id) || 0} operations)${dotId.startsWith("k") ? " — click to expand" : ""}`,
+    meaning ? meaning.title : ""].filter(Boolean).join("\n");
 }

@@ -9,12 +9,16 @@
  */
 import css from "./style.css";
 import { h, fill } from "./dom.js";
-import { indexSteps, visibleGraphSteps, runSliced, toDotSteps, layoutKey, expandedToShow, tooltipFor } from "./graph.js";
+import { indexSteps, visibleGraphSteps, runSliced, toDotSteps, layoutKey, expandedToShow, tooltipFor, drawnKeys, nodeKey, resolveRankdir, NODE_FONT_SIZE, MIN_LABEL_PX } from "./graph.js";
 import { highlightSets, highlightDotIds } from "./highlight.js";
 import { search } from "./search.js";
 import { LayoutClient } from "./layout.js";
 import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
-import { legendPanel, weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel, attachVerification } from "./panels.js";
+import { weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel, attachVerification, COMPARE_ROW_HEIGHT } from "./panels.js";
+import { legendPanel, legendEntries, HIGHLIGHT_KEYS } from "./legend.js";
+import { logPositions } from "./live/graph-colour.js";
+import { relationMagnitudes } from "./live/series.js";
+import { formatNumber } from "./live/plots.js";
 import { decodeFloat32 } from "./live.js";
 import { warmFonts } from "./fonts.js";
 import { LivePanels } from "./live/index.js";
@@ -113,27 +117,39 @@ export class ExplorerApp {
     this.view = new GraphView(this.graphPane, {
       onClick: (dotId) => this.guard(() => this.onGraphClick(dotId)),
       onBackground: () => this.guard(() => this.select({})),
-    });
-    const section = (/** @type {string} */ name, /** @type {string} */ title, open = true) => {
+    }, { minScale: MIN_LABEL_PX / NODE_FONT_SIZE });
+    // the legend: under the graph (always in view beside it), entries of what is drawn
+    this.legendEl = h("div", { class: "etp-legend-bar", "data-panel": "legend", "data-legend": "" });
+    this.graphCol = h("div", { class: "etp-graph-col" }, this.graphPane, this.legendEl);
+    // the live session colours weight ops by trace size (./live/graph-colour.js marks them with
+    // data-trace-position): the legend follows what is drawn
+    if (typeof MutationObserver === "function") {
+      this.colourObserver = new MutationObserver(() => this.scheduleLegend());
+      this.colourObserver.observe(this.graphPane, { subtree: true, attributes: true, attributeFilter: ["data-trace-position"] });
+    }
+    const section = (/** @type {string} */ name, /** @type {string} */ title, /** @type {string} */ help, open = true) => {
       const body = h("div", { "data-panel-body": name });
-      return [h("details", { class: "etp-section", "data-panel": name, open }, h("summary", {}, title), body), body];
+      return [h("details", { class: "etp-section", "data-panel": name, open }, h("summary", { title: help }, title), body), body];
     };
-    const [searchSec, searchBody] = section("search", "Search results");
-    const [inspSec, inspBody] = section("inspector", "Inspector");
-    const [wSec, wBody] = section("weights", "Weights");
-    const [gSec, gBody] = section("groups", "Groups");
-    const [dSec, dBody] = section("diagnostics", "Diagnostics", false);
-    const [lSec, lBody] = section("legend", "Legend");
+    const [searchSec, searchBody] = section("search", "Search results", "What matches the search; click one to find it on the graph.");
+    const [inspSec, inspBody] = section("inspector", "Inspector",
+      "What you clicked, in plain words. Hover a line for the technical details.");
+    const [wSec, wBody] = section("weights", "Weights",
+      "Every weight of the model and how it is learned: online (from its eligibility trace), as a readout (exact, same step) or not at all. Click one to see its path on the graph.");
+    const [gSec, gBody] = section("groups", "Groups",
+      "Hidden states updated together: the learner keeps one eligibility trace per weight and group.");
+    const [dSec, dBody] = section("diagnostics", "Diagnostics",
+      "The compiler's notes (for developers): why each weight is or is not learned online.", false);
     searchSec.hidden = true;
-    this.sections = { search: searchSec, inspector: inspSec, weights: wSec, groups: gSec, diagnostics: dSec, legend: lSec };
-    this.bodies = { search: searchBody, inspector: inspBody, weights: wBody, groups: gBody, diagnostics: dBody, legend: lBody };
-    this.side = h("div", { class: "etp-side" }, searchSec, inspSec, wSec, gSec, dSec, lSec);
+    this.sections = { search: searchSec, inspector: inspSec, weights: wSec, groups: gSec, diagnostics: dSec, legend: this.legendEl };
+    this.bodies = { search: searchBody, inspector: inspBody, weights: wBody, groups: gBody, diagnostics: dBody, legend: this.legendEl };
+    this.side = h("div", { class: "etp-side" }, searchSec, inspSec, wSec, gSec, dSec);
     this.errorEl = h("div", { class: "etp-error", role: "alert", hidden: true });
     // The live region: its own element and API (LivePanels), filled by the live session.
     this.liveEl = h("div", { class: "etp-live", "data-region": "live", hidden: true });
     this.live = new LivePanels(this.liveEl, this);
     this.root = h("div", { class: "etp-explorer" }, style, toolbar,
-      h("div", { class: "etp-main" }, this.graphPane, this.side), this.liveEl, this.errorEl);
+      h("div", { class: "etp-main" }, this.graphCol, this.side), this.liveEl, this.errorEl);
     this.el.append(this.root);
   }
 
@@ -192,7 +208,6 @@ export class ExplorerApp {
       this.index = index || null;
       this.applyVerification(false);
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
-      if (this.index) fill(this.bodies.legend, [legendPanel(this.index)]);
       // each step in its own task and frame: together (last index slice, legend, first graph
       // slice, inspector) they made one task of 20-30 ms, and their layouts one frame
       await afterFrame();
@@ -215,7 +230,9 @@ export class ExplorerApp {
     if (!this.index) return;
     const generation = ++this.generation;
     const start = performance.now();
-    const options = this.model.get("options") || {};
+    const synced = this.model.get("options") || {};
+    // "auto": left to right in a wide pane, top to bottom in a tall one
+    const options = { ...synced, rankdir: resolveRankdir(synced.rankdir, this.view.paneSize()) };
     const index = this.index;
     const graph = await runSliced(visibleGraphSteps(index, this.expanded(), options), yieldToEventLoop,
       { isCurrent: () => generation === this.generation });
@@ -241,14 +258,17 @@ export class ExplorerApp {
     const tooltip = (/** @type {string} */ dotId) => this.index ? tooltipFor(this.index, graph, dotId) : "";
     // Built in short slices (GraphView.build): the UI thread never blocks for long.
     const mounted = await this.view.build(result.layout, tooltip,
-      { isCurrent: () => generation === this.generation });
+      { isCurrent: () => generation === this.generation, rankdir: options.rankdir });
     if (!mounted || generation !== this.generation) return;
     this.graph = graph;
     this.applyHighlight(Boolean(this.centrePending));
+    this.renderLegend();
     this.centrePending = false;
     this.loadingEl.hidden = true;
     const end = performance.now();
-    this.statusEl.textContent = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`;
+    const partial = this.view.box.w < this.view.base.w || this.view.box.h < this.view.base.h;
+    this.statusEl.textContent = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`
+      + (partial ? " · drag to see more, Fit shows all" : "");
     this.timings.push({ key, nodes: graph.nodeCount, cached, dotMs: dotDone - start, layoutMs: layoutDone - dotDone,
       workerMs: result.ms, mountMs: end - layoutDone, totalMs: end - start });
     this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
@@ -259,7 +279,59 @@ export class ExplorerApp {
     const sets = highlightSets(this.index, this.model.get("highlight"));
     const classes = highlightDotIds(sets, this.graph);
     this.view.highlight(classes);
+    this.highlightClasses = new Set(classes.values());
+    this.scheduleLegend();
     if (centre && classes.size) this.view.center([...classes.keys()].filter((id) => !id.startsWith("x") && !id.startsWith("s")));
+  }
+
+  /** Rebuild the legend on the next frame (several changes in one task make one rebuild). */
+  scheduleLegend() {
+    if (this.legendFrame) return;
+    this.legendFrame = requestAnimationFrame(() => { this.legendFrame = 0; this.guard(() => this.renderLegend()); });
+  }
+
+  /**
+   * The legend of what is on screen: the drawn graph's marks (./graph.js drawnKeys), the
+   * selection's highlights and, while weight ops are coloured by trace size, the colour bar.
+   */
+  renderLegend() {
+    if (!this.index || !this.graph) return;
+    const view = this.view;
+    const keys = drawnKeys(this.index, this.graph, (dotId) => view.items.has(dotId));
+    for (const cls of this.highlightClasses || []) if (HIGHLIGHT_KEYS[cls]) keys.add(HIGHLIGHT_KEYS[cls]);
+    const coloured = Boolean(view.svg && view.svg.querySelector("[data-trace-position]"));
+    if (coloured) keys.add("trace");
+    let entries = legendEntries(this.index.vm.legend, keys);
+    if (coloured) {
+      // weight ops filled by trace size: their swatch shows the colour map, not the fill they lost
+      const plain = this.uncolouredKeys();
+      entries = entries.map((e) => (e.key.startsWith("etp") && !plain.has(e.key) ? { ...e, fill: "ramp" } : e));
+    }
+    const traceRange = coloured ? this.traceRange() : null;
+    // live frames recolour the graph ~20 times a second: rebuild only what changed
+    const signature = JSON.stringify([entries.map((e) => [e.key, e.fill]), traceRange]);
+    if (signature === this.legendSignature && this.legendEl.firstChild) return;
+    this.legendSignature = signature;
+    fill(this.legendEl, [legendPanel(entries, { traceRange })]);
+  }
+
+  /** Legend keys of the drawn nodes that keep their own fill (not coloured by trace size). */
+  uncolouredKeys() {
+    const keys = new Set();
+    if (!this.graph || !this.index) return keys;
+    for (const item of this.graph.items) {
+      const el = item.node ? this.view.elements.get(item.dotId) : null;
+      if (el && item.node && !el.hasAttribute("data-trace-position")) keys.add(nodeKey(item.node));
+    }
+    return keys;
+  }
+
+  /** The range of the live trace colouring (formatted), from the live panels' series. */
+  traceRange() {
+    const live = /** @type {any} */ (this.live);
+    if (!live || typeof live.visibleSeries !== "function") return null;
+    const { min, max } = logPositions(relationMagnitudes(live.visibleSeries()));
+    return Number.isFinite(min) ? { min: formatNumber(min), max: formatNumber(max) } : null;
   }
 
   onSelectedChange() {
@@ -318,11 +390,14 @@ export class ExplorerApp {
       // each list laid out in a frame of its own (with scheduler.yield they shared one)
       await afterFrame();
       if (generation !== this.panelsGeneration || index !== this.index) return;
+      // compare mode: a weight's name on its own line above its claim chips (never cut)
+      const twoLines = name === "weights" && items.some((w) => (w.claims || []).length);
       const list = new VirtualList(items, (/** @type {any} */ item, /** @type {boolean} */ active) => row(item, active, select),
-        keyOf, { empty });
+        keyOf, { empty, ...(twoLines ? { rowHeight: COMPARE_ROW_HEIGHT, maxHeight: 6 * COMPARE_ROW_HEIGHT } : {}) });
       this.lists[name] = list;
       const parts = [list.el];
       if (name === "weights") parts.push(this.weightDetailEl = h("div", { class: "etp-detail-slot" }));
+      if (twoLines) parts.unshift(h("div", { class: "etp-dim", "data-claim-key": "" }, "= exact · ≈ approximate · ∅ no online gradient"));
       fill(this.bodies[name], parts);
     }
     this.markSelection(true);
@@ -350,7 +425,10 @@ export class ExplorerApp {
     }
     if (this.weightDetailEl) {
       const w = selected.kind === "weight" ? index.weights.get(id) : undefined;
-      fill(this.weightDetailEl, w && (w.reason || w.fix || w.verified) ? [weightDetail(w)] : []);
+      // the inspector says what the weight's status means; the detail adds the rest
+      const withSummary = Boolean(this.sections.inspector.hidden);
+      const detail = w ? weightDetail(w, withSummary) : null;
+      fill(this.weightDetailEl, detail && detail.childNodes.length ? [detail] : []);
     }
   }
 
@@ -492,6 +570,8 @@ export class ExplorerApp {
 
   dispose() {
     this.disposed = true;
+    if (this.colourObserver) this.colourObserver.disconnect();
+    if (this.legendFrame) cancelAnimationFrame(this.legendFrame);
     this.rebuildGeneration++;
     this.panelsGeneration++;
     this.generation++;

@@ -1,37 +1,15 @@
 // @ts-check
-/** Side panels: legend, weights, groups, diagnostics, node inspector. DOM built with h(). */
+/**
+ * Side panels: weights, groups, diagnostics, node inspector (the legend is ./legend.js). DOM
+ * built with h(). What a student reads uses weight and state names and plain words (the view
+ * model's `summary`, the legend's words); internal codes (equation ids, relation ids, the
+ * compiler's diagnostic text) are in `title` attributes, shown on hover.
+ */
 import { h } from "./dom.js";
-import { COLORS, COLLAPSIBLE } from "./graph.js";
+import { COLLAPSIBLE, nodeKey } from "./graph.js";
 
 /** @typedef {import("./graph.js").Index} Index */
 /** @typedef {import("./types.js").Selection} Selection */
-
-const LEGEND_DEFAULT = [
-  { key: "etp", label: "ETP primitive" }, { key: "hidden", label: "hidden state" },
-  { key: "group", label: "hidden group cluster" }, { key: "slice", label: "y → h transition slice" },
-  { key: "transition", label: "h → h transition" }, { key: "boundary", label: "blocking boundary" },
-  { key: "perturb", label: "perturbation point" }, { key: "readout", label: "readout path" },
-];
-
-const SWATCH = {
-  etp: { background: COLORS.etp, border: `2px solid ${COLORS.etpBorder}` },
-  hidden: { background: COLORS.hidden, border: `1px solid ${COLORS.groupBorder}`, borderRadius: "50%" },
-  group: { background: COLORS.groupFill, border: `2px solid ${COLORS.groupBorder}` },
-  slice: { borderTop: `3px solid ${COLORS.slice}`, height: "0", marginTop: "6px" },
-  transition: { borderTop: `3px solid ${COLORS.transition}`, height: "0", marginTop: "6px" },
-  boundary: { background: "#fff", border: `3px double ${COLORS.boundary}` },
-  perturb: { background: "#fff", border: `2px dashed ${COLORS.perturb}` },
-  readout: { borderTop: `3px dashed ${COLORS.readout}`, height: "0", marginTop: "6px" },
-  dropped: { borderTop: `3px dashed ${COLORS.dropped}`, height: "0", marginTop: "6px" },
-  bypass: { borderTop: `3px dotted ${COLORS.bypass}`, height: "0", marginTop: "6px" },
-};
-
-export function legendPanel(/** @type {Index} */ index) {
-  const entries = index.vm.legend && index.vm.legend.length ? index.vm.legend : LEGEND_DEFAULT;
-  return h("div", { class: "etp-legend" }, ...entries.map((e) =>
-    h("div", { class: "etp-legend-item", "data-key": e.key },
-      h("span", { class: "etp-swatch", style: SWATCH[/** @type {keyof SWATCH} */ (e.key)] || {} }), e.label)));
-}
 
 const STATUS_TEXT = { online: "online", exact: "exact", not_learned: "not learned" };
 const CLAIM_WORD = { online: "online", exact: "readout" };
@@ -143,43 +121,72 @@ export class VirtualList {
   }
 }
 
+/** Height of a weights row in compare mode: the name on its own line, the chips below. */
+export const COMPARE_ROW_HEIGHT = 40;
+
+/** The technical text behind a weight's summary (shown on hover). */
+function weightCodes(/** @type {any} */ w) {
+  return [w.reason, w.claim_reason && `${w.claim}: ${w.claim_reason}`].filter(Boolean).join("\n");
+}
+
 /**
- * One weight's row (one line; the reason and fix of the selected weight are shown under the
- * list by `weightDetail`).
+ * One weight's row (one line; in compare mode two: the name, then one chip per algorithm, so
+ * the name is never cut). The reason and fix of the selected weight are shown under the list
+ * by `weightDetail`.
  * @param {any} w
  * @param {boolean} active
  * @param {(s: Selection) => void} select
  */
 export function weightRow(w, active, select) {
-  const groups = (w.groups || []).length ? ` · groups ${w.groups.join(", ")}` : "";
   const status = statusText(w);
   const claim = w.claim ? ` claim-${w.claim}` : "";
-  return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, "data-weight": w.path,
-    "data-claim": w.claim || "", title: `${w.path} (${status})${groups}`, onclick: () => select({ kind: "weight", id: w.path }) },
-  h("span", { class: `etp-status status-${w.status}${claim}` }, status),
-  ...(w.claims || []).map((/** @type {any} */ c) => h("span", { class: `etp-claim-chip claim-${c.claim}`, "data-algorithm-claim": `${c.algorithm}:${c.claim}`,
-    title: `${c.algorithm}: ${c.claim}${c.reason ? ` — ${c.reason}` : ""}` }, `${c.algorithm} ${CLAIM_MARK[/** @type {keyof CLAIM_MARK} */ (c.claim)] || "?"}`)),
-  w.verified ? h("span", { class: `etp-verified-mark ${w.verified_ok ? "ok" : "bad"}`, "data-verified-mark": w.verified_ok ? "ok" : "bad",
-    title: w.verified }, w.verified_ok ? "✓" : "✗") : null,
-  h("span", { class: "etp-path" }, w.path), h("span", { class: "etp-dim" }, groups));
+  const chips = (w.claims || []).map((/** @type {any} */ c) => h("span", { class: `etp-claim-chip claim-${c.claim}`, "data-algorithm-claim": `${c.algorithm}:${c.claim}`,
+    title: `${c.algorithm}: ${c.claim}${c.reason ? ` — ${c.reason}` : ""}` }, `${c.algorithm} ${CLAIM_SIGN[/** @type {keyof CLAIM_SIGN} */ (c.claim)] || "?"}`));
+  const verified = w.verified ? h("span", { class: `etp-verified-mark ${w.verified_ok ? "ok" : "bad"}`, "data-verified-mark": w.verified_ok ? "ok" : "bad",
+    title: w.verified }, w.verified_ok ? "✓" : "✗") : null;
+  const name = h("span", { class: "etp-path", "data-weight-name": w.path }, w.path);
+  const badge = h("span", { class: `etp-status status-${w.status}${claim}` }, status);
+  const title = [`${w.path} (${status})`, w.summary, weightCodes(w)].filter(Boolean).join("\n");
+  const attrs = { "data-weight": w.path, "data-claim": w.claim || "", title, onclick: () => select({ kind: "weight", id: w.path }) };
+  if (chips.length) {
+    return h("div", { class: `etp-row etp-weight etp-row-2${active ? " active" : ""}`, ...attrs },
+      h("div", { class: "etp-row-line" }, name, verified), h("div", { class: "etp-row-line" }, ...chips));
+  }
+  return h("div", { class: `etp-row etp-weight${active ? " active" : ""}`, ...attrs }, badge, verified, name);
 }
 
-/** Compare mode: the mark of each algorithm's claim on a weight row. */
-const CLAIM_MARK = { exact: "= exact", approximate: "≈ approx.", none: "∅ none" };
+/** Compare mode: the sign of each algorithm's claim on a weight row (the word on hover and
+ * in the weight's detail; the legend of the signs is the weights panel's title). */
+const CLAIM_SIGN = { exact: "=", approximate: "≈", none: "∅" };
 
-/** The reason and suggested fix of the selected weight (shown under the weights list). */
-export function weightDetail(/** @type {any} */ w) {
-  const claim = w.claim && w.claim !== "none" && w.claim_reason
-    ? h("div", { class: "etp-claim", "data-claim-detail": w.claim }, h("b", {}, `${w.claim}: `), w.claim_reason) : null;
+/**
+ * What the selected weight's status means (plain words; the compiler's text on hover; left
+ * out with `withSummary` false: the inspector already says it), its claims, the measured
+ * fidelity and the suggested fix (shown under the weights list).
+ * @param {any} w
+ */
+export function weightDetail(w, withSummary = true) {
+  const summary = withSummary ? w.summary || w.reason : "";
   const perAlgorithm = (w.claims || []).length ? h("div", { class: "etp-claims", "data-claims-detail": w.path },
-    ...w.claims.map((/** @type {any} */ c) => h("div", { class: "etp-claim", "data-algorithm": c.algorithm },
-      h("b", {}, `${c.algorithm}: ${c.claim}`), c.reason ? ` — ${c.reason}` : ""))) : null;
+    ...w.claims.map((/** @type {any} */ c) => h("div", { class: "etp-claim", "data-algorithm": c.algorithm, title: c.reason || "" },
+      h("b", {}, `${c.algorithm}: `), CLAIM_WORDS[/** @type {keyof CLAIM_WORDS} */ (c.claim)] || c.claim))) : null;
   const verified = w.verified ? h("div", { class: "etp-verified", "data-verified": w.path },
     h("b", {}, "measured: "), w.verified) : null;
+  // compare mode: the dropped term that explains the gap between the learners (its equations
+  // are the weight's dropped_nodes, drawn dashed on the graph)
+  const gap = w.gap ? h("div", { class: "etp-claim etp-gap", "data-gap": w.path }, h("b", {}, "Why the learners differ: "), w.gap) : null;
   return h("div", { class: "etp-detail", "data-detail": w.path },
-    w.reason ? h("div", { class: "etp-reason" }, w.reason) : null, claim, perAlgorithm, verified,
+    summary ? h("div", { class: "etp-reason", "data-summary": w.path, title: weightCodes(w) }, summary) : null,
+    gap, perAlgorithm, verified,
     w.fix ? h("div", { class: "etp-fix" }, h("b", {}, "Suggested fix: "), w.fix) : null);
 }
+
+/** Compare mode: each algorithm's claim on the selected weight, in plain words. */
+const CLAIM_WORDS = {
+  exact: "exact: its online gradient is the true gradient",
+  approximate: "approximate: it drops part of the true gradient (hover for which part)",
+  none: "no online gradient",
+};
 
 /** One hidden group's row. @param {any} g @param {boolean} active @param {(s: Selection) => void} select */
 export function groupRow(g, active, select) {
@@ -197,13 +204,40 @@ export function diagnosticRow(d, active, select) {
   h("span", { class: "etp-level" }, d.level), " ", h("span", { class: "etp-dim" }, d.kind), " ", d.message);
 }
 
-function table(/** @type {[string, any][]} */ rows) {
+function table(/** @type {[string, any, string?][]} */ rows) {
   return h("table", { class: "etp-table" }, ...rows.filter(([, v]) => v != null && v !== "")
-    .map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, typeof v === "object" && !(v instanceof Node) ? JSON.stringify(v) : v))));
+    .map(([k, v, title]) => h("tr", { title: title || null }, h("th", {}, k),
+      h("td", {}, typeof v === "object" && !(v instanceof Node) ? JSON.stringify(v) : v))));
+}
+
+/** A node's name for a student: its weight or state, else its label (the id on hover). */
+export function nodeName(/** @type {Index} */ index, /** @type {string} */ id) {
+  const n = index.nodes.get(id);
+  if (!n) return id;
+  if (n.etp && n.weight_path) return `${n.label || n.primitive} (${n.weight_path})`;
+  return n.hidden_path || n.state_path || n.label || n.primitive || id;
+}
+
+/** A list of node names with their ids on hover. */
+function names(/** @type {Index} */ index, /** @type {string[] | undefined} */ ids) {
+  const list = ids || [];
+  return list.length ? h("span", { title: list.join(", ") }, list.map((id) => nodeName(index, id)).join(", ")) : null;
+}
+
+/** The plain-language tooltip of a legend key (the view model's legend, palette.py). */
+function legendTitle(/** @type {Index} */ index, /** @type {string} */ key) {
+  const entry = (index.vm.legend || []).find((e) => e.key === key);
+  return entry ? entry.title || entry.label : "";
+}
+
+/** Hidden state names of group indices. */
+function groupNames(/** @type {Index} */ index, /** @type {number[] | undefined} */ groups) {
+  return (groups || []).map((g) => (index.groups.get(String(g))?.hidden_paths || [`group ${g}`]).join(" + ")).join(", ");
 }
 
 /**
- * Inspector for the current selection.
+ * Inspector for the current selection: a plain-language heading and sentence first, then the
+ * details; internal ids and codes in `title` attributes.
  * @param {Index} index
  * @param {Selection} selected
  * @param {{collapse: (id: string) => void, expand: (id: string) => void, expanded: Set<string>}} actions
@@ -215,50 +249,61 @@ export function inspectorPanel(index, selected, actions) {
     const n = index.nodes.get(id);
     if (!n) return h("div");
     const params = Object.entries(n.params || {});
+    const weight = n.weight_path ? index.weights.get(n.weight_path) : undefined;
+    const codes = `node ${n.id}${n.eqn_index != null ? ` · equation ${n.eqn_index}` : ""}${n.cluster ? ` · in ${n.cluster}` : ""}`;
     return h("div", { class: "etp-inspector" },
-      h("div", { class: "etp-title" }, n.primitive || n.kind, " ", h("span", { class: "etp-dim" }, n.id)),
-      table([["kind", n.kind], ["equation", n.eqn_index], ["weight", n.weight_path], ["status", n.status],
-        ["hidden", n.hidden_path], ["group", n.group], ["inputs", (n.in_avals || []).join(", ")],
-        ["outputs", (n.out_avals || []).join(", ")], ["source", n.source],
-        ["badges", (n.badges || []).map((b) => b.title || b.text).join("; ")]]),
-      params.length ? h("div", { class: "etp-subtitle" }, "params") : null,
+      h("div", { class: "etp-title", title: codes }, nodeName(index, id)),
+      h("div", { class: "etp-plain", "data-plain": nodeKey(n) }, legendTitle(index, nodeKey(n))),
+      table([["operation", n.primitive || n.kind, codes], ["weight", n.weight_path],
+        ["learned", weight ? statusText(weight) : n.status, weight ? weightCodes(weight) : ""],
+        ["hidden state", n.hidden_path], ["state", n.state_path], ["group", n.group != null ? groupNames(index, [n.group]) : null, `group ${n.group}`],
+        ["reads", (n.in_avals || []).join(", ")], ["gives", (n.out_avals || []).join(", ")], ["source", n.source],
+        ["tags", (n.badges || []).map((b) => b.title || b.text).join("; ")]]),
+      params.length ? h("div", { class: "etp-subtitle" }, "settings") : null,
       params.length ? table(params.map(([k, v]) => [k, String(v)])) : null);
   }
   if (kind === "cluster" && index.clusters.has(id)) {
     const c = index.clusters.get(id);
     const open = actions.expanded.has(id);
+    const key = c.kind === "group" ? "group" : open ? "subjaxpr" : "collapsed";
     return h("div", { class: "etp-inspector" },
-      h("div", { class: "etp-title" }, c.label),
-      table([["kind", c.kind], ["nodes", index.clusterSize.get(id) || 0]]),
+      h("div", { class: "etp-title", title: `${c.kind} ${c.id}` }, c.label),
+      h("div", { class: "etp-plain" }, legendTitle(index, key)),
+      table([["operations", index.clusterSize.get(id) || 0]]),
       COLLAPSIBLE.has(c.kind) ? h("button", { class: "etp-button", onclick: () => (open ? actions.collapse(id) : actions.expand(id)) },
         open ? "Collapse" : "Expand") : null);
   }
   if (kind === "edge" && index.edges.has(id)) {
     const e = index.edges.get(id);
-    return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, `var ${e.var ?? ""}`),
-      table([["aval", e.aval], ["from", e.source], ["to", e.target]]));
+    return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title", title: `edge ${e.id}` }, `value ${e.var ?? ""}`),
+      h("div", { class: "etp-plain" }, legendTitle(index, "edge")),
+      table([["shape", e.aval], ["from", names(index, [e.source])], ["to", names(index, [e.target])]]));
   }
   if (kind === "weight" && index.weights.has(id)) {
     const w = index.weights.get(id);
+    const blockers = (w.boundary_nodes || []).map((/** @type {string} */ n) => index.nodes.get(n)?.weight_path || nodeName(index, n));
     return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, w.path),
-      table([["status", statusText(w)], ["groups", (w.groups || []).join(", ")],
-        ["reason", w.reason], ["claim", w.claim_reason],
-        ["claims", (w.claims || []).map((/** @type {any} */ c) => `${c.algorithm}: ${c.claim}`).join("; ")], ["measured", w.verified],
-        ["per leaf", (w.leaf_claims || []).map((/** @type {any[]} */ c) => `${c[0]}: ${c[1]}`).join("; ")],
-        ["dropped terms", (w.dropped_nodes || []).join(", ")],
-        ["suggested fix", w.fix], ["boundary", (w.boundary_nodes || []).join(", ")]]));
+      w.summary ? h("div", { class: "etp-plain", "data-summary": w.path, title: weightCodes(w) }, w.summary) : null,
+      table([["learned", statusText(w), weightCodes(w)], ["hidden state", groupNames(index, w.groups), (w.groups || []).map((/** @type {number} */ g) => `group ${g}`).join(", ")],
+        ["per learner", (w.claims || []).map((/** @type {any} */ c) => `${c.algorithm}: ${c.claim}`).join("; ")], ["measured", w.verified],
+        ["per part", (w.leaf_claims || []).length > 1 ? w.leaf_claims.map((/** @type {any[]} */ c) => `${c[0]}: ${c[1]}`).join("; ") : null],
+        ["dropped at", names(index, w.dropped_nodes)],
+        ["blocked by", blockers.length ? h("span", { title: (w.boundary_nodes || []).join(", ") }, blockers.join(", ")) : null],
+        ["suggested fix", w.fix], ["value", w.aval]]));
   }
   if (kind === "group" && index.groups.has(id)) {
     const g = index.groups.get(id);
-    return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, `group ${g.index}`),
+    return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title", title: `group ${g.index} · ${g.cluster}` },
+      `hidden group: ${(g.hidden_paths || []).join(" + ")}`),
+      h("div", { class: "etp-plain" }, legendTitle(index, "group")),
       table([["hidden states", (g.hidden_paths || []).join(", ")], ["states", g.num_state],
         ["shape", g.varshape ? `[${g.varshape.join(", ")}]` : null]]));
   }
   if (kind === "diagnostic" && index.diagnostics.has(id)) {
     const d = index.diagnostics.get(id);
-    return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, d.kind),
+    return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title", title: d.kind }, d.weight_path || d.kind),
       table([["level", d.level], ["message", d.message], ["weight", d.weight_path],
-        ["hidden", (d.hidden_paths || []).join(", ")], ["nodes", (d.node_ids || []).join(", ")]]));
+        ["hidden", (d.hidden_paths || []).join(", ")], ["nodes", names(index, d.node_ids)]]));
   }
   return h("div", { class: "etp-inspector etp-dim" }, "Click a node, weight, group or diagnostic.");
 }

@@ -74,7 +74,7 @@
 /**
  * @typedef {object} Options
  * @property {number} [height]  widget height in px
- * @property {"TB"|"LR"} [rankdir]
+ * @property {"auto"|"TB"|"LR"} [rankdir]  "auto" (default): left to right in a wide pane
  * @property {number} [large_graph_threshold]  visible nodes above which layout is bounded
  * @property {boolean} [show_params]  draw param nodes (otherwise badges only)
  * @property {string[]} [panels]  which side panels to show
@@ -101,6 +101,7 @@
  * @property {string | null} [weight_path]
  * @property {string | null} [status]
  * @property {string | null} [hidden_path]
+ * @property {string | null} [state_path]
  * @property {number | null} [group]
  * @property {Record<string, string>} [params]
  * @property {string[]} [in_avals]
@@ -134,14 +135,18 @@
  * @property {VMNode[]} nodes
  * @property {VMEdge[]} edges
  * @property {VMCluster[]} [clusters]
- * @property {any[]} [weights]
+ * @property {any[]} [weights]  each with `summary`: its status and claim in plain words
  * @property {any[]} [groups]
  * @property {any[]} [relations]
  * @property {any[]} [readouts]
  * @property {any[]} [bypasses]
  * @property {any[]} [perturbations]
  * @property {any[]} [diagnostics]
- * @property {{key: string, label: string}[]} [legend]
+ * @property {import("./legend.js").LegendEntry[]} [legend]  every legend entry (etp_viz/view/palette.py
+ *   LEGEND): key, label, plain-language title, swatch, fill, stroke, line; the page shows those
+ *   of what it draws (./legend.js)
+ * @property {Record<string, string>} [palette]  colour name -> "#rrggbb" (palette.py COLOURS):
+ *   what the graph is drawn with (./graph.js COLORS are the same defaults)
  */
 
 export {};

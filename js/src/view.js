@@ -9,7 +9,7 @@ const HIGHLIGHT_CLASSES = ["hl-selected", "hl-path", "hl-boundary", "hl-cluster"
 
 /** CSS embedded into exported SVGs so highlights survive outside the widget. */
 export const EXPORT_CSS = `
-.hl-selected > polygon, .hl-selected > ellipse, .hl-selected > path { stroke: #000; stroke-width: 3px; }
+.hl-selected > polygon, .hl-selected > ellipse, .hl-selected > path { stroke: #000000; stroke-width: 3px; }
 .hl-path > polygon, .hl-path > ellipse { stroke: #e8710a; stroke-width: 3px; }
 .hl-path > path { stroke: #e8710a; stroke-width: 3.5px; }
 .hl-boundary > polygon, .hl-boundary > ellipse { stroke: #d62728; stroke-width: 4px; fill: #ffd6d6; }
@@ -118,27 +118,37 @@ export function fitBox(base, pad = 10) {
 }
 
 /** Pixels per SVG unit below which the first view stops fitting the whole graph (a point is
- * a pixel at 1: Graphviz's 14 pt labels read as ~8 px text at 0.6). */
+ * a pixel at 1: Graphviz's 14 pt labels read as ~8 px text at 0.6). The explorer passes its
+ * own (./graph.js MIN_LABEL_PX / NODE_FONT_SIZE: labels of at least 10.5 px). */
 export const MIN_FIT_SCALE = 0.6;
 
 /**
  * The first view of a layout: the whole graph when it fits the pane at `minScale` pixels per
- * SVG unit or more; otherwise a pane-sized window at `minScale` along the top of the graph
- * (where its inputs and first ETP ops are), centred on the nodes drawn there.
+ * SVG unit or more; otherwise a pane-sized window at `minScale` along the start of the graph
+ * (its top, or its left side for a left-to-right layout: where its inputs and first ETP ops
+ * are), centred across on the nodes drawn there.
  * @param {{x: number, y: number, w: number, h: number}} base
  * @param {{width: number, height: number}} rect  the pane's size in pixels
  * @param {Iterable<import("./xdot.js").Item>} [items]
+ * @param {string} [rankdir]  "TB" (default) or "LR"
  */
-export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad = 10) {
+export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad = 10, rankdir = "TB") {
   const fit = fitBox(base, pad);
   if (!(rect.width > 0 && rect.height > 0)) return fit;
   if (Math.min(rect.width / fit.w, rect.height / fit.h) >= minScale) return fit;
   const w = Math.min(fit.w, rect.width / minScale);
   const h = Math.min(fit.h, rect.height / minScale);
+  const across = rankdir === "LR" ? 1 : 0; // 0: centre x on the top nodes; 1: centre y on the left ones
   let sum = 0, count = 0;
   for (const item of items) {
-    const bounds = item.k === "node" ? itemBounds(item) : null;
-    if (bounds && bounds[1] < fit.y + h / 2) { sum += (bounds[0] + bounds[2]) / 2; count += 1; }
+    const b = item.k === "node" ? itemBounds(item) : null;
+    if (!b) continue;
+    const near = across ? b[0] < fit.x + w / 2 : b[1] < fit.y + h / 2;
+    if (near) { sum += across ? (b[1] + b[3]) / 2 : (b[0] + b[2]) / 2; count += 1; }
+  }
+  if (across) {
+    const centre = count ? sum / count : fit.y + fit.h / 2;
+    return { x: fit.x, y: Math.max(fit.y, Math.min(centre - h / 2, fit.y + fit.h - h)), w, h };
   }
   const centre = count ? sum / count : fit.x + fit.w / 2;
   const x = Math.max(fit.x, Math.min(centre - w / 2, fit.x + fit.w - w));
@@ -175,10 +185,13 @@ export class GraphView {
   /**
    * @param {HTMLElement} container
    * @param {{onClick: (dotId: string, event: MouseEvent) => void, onBackground: () => void}} handlers
+   * @param {{minScale?: number}} [options]  `minScale`: pixels per SVG unit of the first view
    */
-  constructor(container, handlers) {
+  constructor(container, handlers, options = {}) {
     this.container = container;
     this.handlers = handlers;
+    this.minScale = options.minScale ?? MIN_FIT_SCALE;
+    this.rankdir = "TB";
     /** @type {SVGSVGElement | null} */
     this.svg = null;
     this.base = { x: 0, y: 0, w: 1, h: 1 };
@@ -220,10 +233,11 @@ export class GraphView {
    * `textContent`. Resolves to false when `isCurrent()` turns false (a newer layout started).
    * @param {{width: number, height: number, count: number, chunks: string[]}} layout
    * @param {(dotId: string) => string} tooltip  plain text for each element's <title>
-   * @param {{isCurrent?: () => boolean, budgetMs?: number}} [control]
+   * @param {{isCurrent?: () => boolean, budgetMs?: number, rankdir?: string}} [control]
    */
   async build(layout, tooltip, control = {}) {
     const isCurrent = control.isCurrent || (() => true);
+    const rankdir = control.rankdir || "TB";
     // a slice's style, layout and paint in the next frame cost about as much again
     const budget = control.budgetMs ?? 6;
     // start after a frame: called from the worker's reply, the first slice (and its layout)
@@ -234,7 +248,7 @@ export class GraphView {
     svg.setAttribute("class", "etp-graph etp-building");
     // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
     const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
-    svg.setAttribute("viewBox", boxText(initialBox(base, this.paneSize())));
+    svg.setAttribute("viewBox", boxText(initialBox(base, this.paneSize(), [], this.minScale, 10, rankdir)));
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
     const root = document.createElementNS(SVG_NS, "g");
     root.setAttribute("class", "graph");
@@ -273,7 +287,8 @@ export class GraphView {
     svg.classList.remove("etp-building");
     this.svg = svg;
     this.highlighted = [];
-    this.setBox(initialBox(base, this.paneSize(), drawn.values()));
+    this.rankdir = rankdir;
+    this.setBox(initialBox(base, this.paneSize(), drawn.values(), this.minScale, 10, rankdir));
     return true;
   }
 

@@ -91,3 +91,39 @@ test("learner-state bytes are formatted like Python's format_bytes", () => {
   assert.equal(formatBytes(3 * 2 ** 20), "3.0 MiB");
   assert.equal(formatBytes(null), "–");
 });
+
+test("loss smoothing: a trailing mean that skips the steps without a target", async () => {
+  const { windowMean, windowMeanRows, stepValues } = await import("../src/live/series.js");
+  assert.deepEqual(Array.from(windowMean([1, NaN, 3, 5], 2)), [1, 1, 3, 4]);
+  assert.ok(Number.isNaN(windowMean([NaN, NaN, 1], 2)[1]));
+  const rows = windowMeanRows(Float32Array.from([0, 2, 1, NaN, 2, 4]), [1, 3, 2], 3);
+  assert.deepEqual(Array.from(rows), [0, 2, 1, 2, 2, 3]);
+  // a masked task's loss is NaN where nothing was labelled; accuracy is correct / labelled
+  const metrics = { loss: [0, 0.5, 0, 0.25], "accuracy/labelled": [0, 2, 0, 1], "accuracy/correct": [0, 1, 0, 1] };
+  assert.deepEqual(stepValues(metrics, "loss").map((v) => (Number.isNaN(v) ? null : v)), [null, 0.5, null, 0.25]);
+  assert.deepEqual(stepValues(metrics, "accuracy").map((v) => (Number.isNaN(v) ? null : v)), [null, 0.5, null, 1]);
+});
+
+test("constant panels: detected within float32 noise and explained by the model's constants", async () => {
+  const { constantValue, explainConstant, defaultSmoothing } = await import("../src/live/index.js");
+  assert.equal(constantValue(Float32Array.from([0.905, 0.905, NaN, 0.905])), Math.fround(0.905));
+  assert.equal(constantValue([0.9, 0.91]), null);
+  assert.equal(constantValue([NaN]), null);
+  const spec = { constants: [{ value: 0.9048374180359595, text: "exp(−Δt/τ), τ = 10" }] };
+  assert.equal(explainConstant(spec, Math.fround(0.9048374)), "exp(−Δt/τ), τ = 10");
+  assert.equal(explainConstant(spec, 0.5), "");
+  assert.equal(defaultSmoothing({ episode: 100 }), 1);
+  assert.equal(defaultSmoothing({ episode: 11 }), 10);
+});
+
+test("activity: the last episode of a saved history; the default synapse unit is the most active", async () => {
+  const { activityFromHistory } = await import("../src/live/series.js");
+  const { mostActiveUnit } = await import("../src/live/activity.js");
+  const history = { activity: { steps: [5, 6, 7, 8, 9, 10, 11], values: { "activity/hidden": [[1], [2], [3], [4], [5], [6], [7]] } } };
+  const series = activityFromHistory(history, { name: "activity/hidden", episode: 4 });
+  assert.deepEqual(series && series.steps, [8, 9, 10, 11]);
+  assert.deepEqual(series && Array.from(series.data), [4, 5, 6, 7]);
+  const spikes = { data: Float32Array.from([0, 1, 0, 0, 1, 1]), shape: [2, 3] };
+  assert.equal(mostActiveUnit(spikes, undefined), 1);
+  assert.equal(mostActiveUnit({ data: new Float32Array(6), shape: [2, 3] }, undefined), 0);
+});

@@ -30,3 +30,13 @@ test("the window stays inside the graph and an unmeasured pane falls back to a f
   assert.equal(box.h, fitBox(base).h);
   assert.deepEqual(initialBox(base, { width: 0, height: 0 }), fitBox(base));
 });
+
+test("left to right: the window starts at the graph's left side, centred on the nodes there", () => {
+  const base = { x: 0, y: 0, w: 30000, h: 20000 };
+  const pane = { width: 1200, height: 800 };
+  const items = [node("a", 10, 4000), node("b", 200, 4400), node("far", 29000, 19000)];
+  const box = initialBox(base, pane, items, 0.75, 10, "LR");
+  assert.ok(Math.abs(Math.min(pane.width / box.w, pane.height / box.h) - 0.75) < 1e-9);
+  assert.equal(box.x, fitBox(base).x);
+  assert.ok(Math.abs(box.y + box.h / 2 - 4215) < 1e-9, JSON.stringify(box));
+});

@@ -12,6 +12,7 @@ import pytest
 from etp_viz.view import dot as dot_module
 from etp_viz.view.dot import LARGE_GRAPH_NODES, render_svg, to_dot, visible_nodes
 from etp_viz.view.model import build_view_model
+from etp_viz.view.palette import COLOURS
 from tests.view import models
 
 
@@ -62,7 +63,9 @@ def test_highlight_weight_path_and_boundary():
     text = to_dot(vm, highlight="Wr.weight")
     boundary = wr.boundary_nodes[0]
     line = next(line for line in text.splitlines() if line.strip().startswith(f'"{boundary}" ['))
-    assert "dashed" in line and "#d32f2f" in line
+    # the blocking op: double border always, the selection's boundary colours when highlighted
+    assert "peripheries=2" in line
+    assert COLOURS["hl_boundary"] in line and COLOURS["hl_boundary_fill"] in line
 
 
 def test_user_strings_are_escaped():

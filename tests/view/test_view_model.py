@@ -312,5 +312,5 @@ def test_the_hidden_output_bypass_is_drawn(reads):
     assert bypass.path_nodes[0] == "h:layers.0.h:in" and bypass.path_nodes[-1].startswith("out:")
     assert bypass.path_edges
     assert "bypass" in {e.key for e in vm.legend}
-    assert "style=dotted" in to_dot(vm)
+    assert 'style="dotted"' in to_dot(vm)
     assert "bypasses (1)" in vm.to_text(sections=("bypasses",))

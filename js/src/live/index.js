@@ -18,21 +18,68 @@
  */
 import { h } from "../dom.js";
 import { LINE_COLOURS } from "./colormap.js";
-import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, formatNumber } from "./plots.js";
-import { smooth, smoothRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory } from "./series.js";
+import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, drawConstant, formatNumber } from "./plots.js";
+import { drawLayer, drawReadout, drawSynapse, mostActiveUnit } from "./activity.js";
+import { windowMean, windowMeanRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory } from "./series.js";
 import { colourGraph } from "./graph-colour.js";
 import { LIVE_CSS } from "./style.js";
 
 /** @typedef {import("../types.js").LivePanelSpec} LivePanelSpec */
 /** @typedef {import("./series.js").Series} Series */
 
-const WIDTH = 300, HEIGHT = 120;
+const WIDTH = 360, HEIGHT = 170;
+/** Activity panels (raster, readout, synapse) are wider and taller: a whole episode. */
+const ACTIVITY_WIDTH = 440, ACTIVITY_HEIGHT = 220;
+/**
+ * Smoothing choices of the loss and accuracy curves: a trailing mean over this many episodes
+ * of the task (`spec.episode` steps; 20 steps without episodes). 0: raw.
+ */
+export const SMOOTHING_CHOICES = [[0, "raw"], [1, "mean of 1 episode"], [10, "mean of 10 episodes"], [50, "mean of 50 episodes"]];
+
+/** The default choice: episodes enough for a window of at least 50 steps (short episodes of a
+ * masked task hold a few labelled steps each). */
+export function defaultSmoothing(/** @type {any} */ spec) {
+  const episode = Number(spec && spec.episode) > 1 ? Number(spec.episode) : 20;
+  return episode >= 50 ? 1 : episode >= 5 ? 10 : 50;
+}
+
+/** The smoothing window in steps: `episodes` episodes of `spec.episode` steps (20 without). */
+export function smoothingWindow(/** @type {any} */ spec, /** @type {number} */ episodes) {
+  const episode = Number(spec && spec.episode) > 1 ? Number(spec.episode) : 20;
+  return Math.round(episodes * episode);
+}
 const TRIMS = [["0", "no trimming"], ["0.01", "trim 1 %"], ["0.05", "trim 5 %"]];
 
 /** Which panel draws a series: loss, all traces together, or the series' own panel. */
 export function panelOf(/** @type {LivePanelSpec} */ spec) {
   if (spec.kind === "line" && /^trace(_x|_f)?\//.test(spec.name)) return "traces";
-  return spec.name;
+  const panel = /** @type {any} */ (spec).panel;
+  return typeof panel === "string" && panel ? panel : spec.name;
+}
+
+/**
+ * The single value of a series when every finite value is the same (within 1e-6 relative):
+ * a constant dh/dy or dh/dh panel; null otherwise.
+ * @param {ArrayLike<number>} data
+ */
+export function constantValue(data) {
+  let first = NaN, count = 0;
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (!Number.isFinite(v)) continue;
+    if (!count) first = v;
+    else if (Math.abs(v - first) > 1e-6 * Math.max(1, Math.abs(first))) return null;
+    count++;
+  }
+  return count ? first : null;
+}
+
+/** The explanation of a constant (`spec.constants`: `[{value, text}]`) matching `value`. */
+export function explainConstant(/** @type {any} */ spec, /** @type {number} */ value) {
+  for (const c of (spec && spec.constants) || []) {
+    if (Math.abs(Number(c.value) - value) <= 1e-4 * Math.max(1, Math.abs(value))) return String(c.text);
+  }
+  return "";
 }
 
 export class LivePanels {
@@ -48,11 +95,13 @@ export class LivePanels {
     this.specs = [];
     /** @type {Map<string, Series>} */
     this.series = new Map();
-    /** @type {Map<string, {canvas: HTMLCanvasElement, box: HTMLElement}>} */
+    /** @type {Map<string, {canvas: HTMLCanvasElement, box: HTMLElement, caption: HTMLElement}>} */
     this.panels = new Map();
     /** @type {Set<string> | null} series not drawn (unticked in "record"); null: all */
     this.hiddenSeries = null;
-    this.settings = { smoothing: 0, lossLog: false, traceLog: true, trim: 0.01 };
+    this.settings = { smoothing: 1, lossLog: false, traceLog: true, trim: 0.01 };
+    /** @type {number | null} the unit whose synapse the activity view shows (null: most active) */
+    this.synapseUnit = null;
     this.history = this.model ? this.model.get("live_history") || null : null;
     this.isStatic = Boolean(this.history);
     this.status = /** @type {any} */ ((this.model && this.model.get("live_status")) || {});
@@ -76,6 +125,7 @@ export class LivePanels {
   }
 
   build() {
+    this.smoothingSet = false;
     const button = (/** @type {string} */ label, /** @type {string} */ action, /** @type {string} */ title, /** @type {() => void} */ fn) =>
       h("button", { class: "etp-button", "data-live-action": action, title, onclick: () => fn() }, label);
     this.buttons = {
@@ -118,15 +168,21 @@ export class LivePanels {
   /** @param {LivePanelSpec[]} specs */
   setPanels(specs) {
     this.specs = specs || [];
+    const lossSpec = this.specs.find((s) => s.name === "loss");
+    if (lossSpec && !this.smoothingSet) this.settings.smoothing = defaultSmoothing(lossSpec);
     this.panels.clear();
     const boxes = [];
     for (const spec of this.specs) {
       const id = panelOf(spec);
       if (this.panels.has(id)) continue;
-      const title = id === "traces" ? "trace magnitude per relation ‖ε‖" : spec.title || spec.name;
-      const canvas = /** @type {HTMLCanvasElement} */ (h("canvas", { width: WIDTH, height: HEIGHT, "data-live": id }));
-      const box = h("div", { class: "etp-live-panel", "data-live-panel": id }, this.panelHead(id, title), canvas);
-      this.panels.set(id, { canvas, box });
+      const title = id === "traces" ? "eligibility-trace size ‖ε‖ per weight" : spec.title || spec.name;
+      const activity = spec.kind === "activity";
+      const canvas = /** @type {HTMLCanvasElement} */ (h("canvas", { width: activity ? ACTIVITY_WIDTH : WIDTH, height: activity ? ACTIVITY_HEIGHT : HEIGHT, "data-live": id }));
+      const caption = h("div", { class: "etp-live-caption", "data-live-caption": id, hidden: true });
+      const tooltip = /** @type {any} */ (spec).tooltip || "";
+      const box = h("div", { class: "etp-live-panel", "data-live-panel": id, title: tooltip }, this.panelHead(id, title), canvas, caption);
+      if (id === "activity/layer") canvas.addEventListener("click", (event) => this.pickUnit(canvas, event));
+      this.panels.set(id, { canvas, box, caption });
       boxes.push(box);
     }
     this.grid.replaceChildren(...boxes);
@@ -148,9 +204,10 @@ export class LivePanels {
   panelHead(/** @type {string} */ id, /** @type {string} */ title) {
     const extra = [];
     if (id === "loss") {
-      const slider = /** @type {HTMLInputElement} */ (h("input", { type: "range", min: 0, max: 0.99, step: 0.01, value: this.settings.smoothing, "data-live-input": "smoothing",
-        oninput: () => { this.settings.smoothing = Number(slider.value); this.redraw("loss"); } }));
-      extra.push(h("label", { title: "exponential moving average" }, "smooth", slider));
+      const select = /** @type {HTMLSelectElement} */ (h("select", { "data-live-input": "smoothing",
+        onchange: () => { this.settings.smoothing = Number(select.value); this.smoothingSet = true; this.redraw("loss"); this.redraw("accuracy"); } },
+      SMOOTHING_CHOICES.map(([value, text]) => h("option", { value, selected: value === this.settings.smoothing }, text))));
+      extra.push(h("label", { title: "the thick line: the trailing mean of the loss (and accuracy) over this many of the task's episodes; the faint line is every step" }, select));
     }
     if (id === "loss" || id === "traces") {
       const key = id === "loss" ? "lossLog" : "traceLog";
@@ -158,11 +215,11 @@ export class LivePanels {
         onchange: () => { this.settings[key] = box.checked; this.redraw(id); } }));
       extra.push(h("label", {}, box, "log-y"));
     }
-    return h("div", { class: "etp-live-panel-head" }, h("span", { class: "etp-subtitle" }, title), h("span", {}, extra));
+    return h("div", { class: "etp-live-panel-head" }, h("span", { class: "etp-subtitle", "data-live-title": id }, title), h("span", {}, extra));
   }
 
   buildRecordList() {
-    const names = this.specs.filter((s) => s.kind !== "compare").map((s) => s.name).filter((n) => n !== "loss");
+    const names = this.specs.filter((s) => s.kind !== "compare" && s.kind !== "activity").map((s) => s.name).filter((n) => n !== "loss" && n !== "accuracy");
     this.recordBox.hidden = names.length === 0;
     this.recordList.replaceChildren(...names.map((name) => {
       const box = /** @type {HTMLInputElement} */ (h("input", { type: "checkbox", "data-record": name, checked: !this.hiddenSeries || !this.hiddenSeries.has(name),
@@ -217,30 +274,106 @@ export class LivePanels {
     const marker = this.failureStep;
     if (id === "traces") {
       const names = this.specs.filter((s) => panelOf(s) === "traces" && !(this.hiddenSeries && this.hiddenSeries.has(s.name))).map((s) => s.name);
+      const labelOf = (/** @type {string} */ n) => {
+        const spec = /** @type {any} */ (this.specs.find((s) => s.name === n));
+        return (spec && spec.label) || n.split("/")[1] + (n.startsWith("trace_") ? ` (${n.slice(6, 7)})` : "");
+      };
       const lines = names.filter((n) => this.series.has(n)).map((n, k) => ({
-        values: /** @type {Series} */ (this.series.get(n)).data, colour: LINE_COLOURS[k % LINE_COLOURS.length], label: n.split("/")[1] + (n.startsWith("trace_") ? ` (${n.slice(6, 7)})` : "") }));
+        values: /** @type {Series} */ (this.series.get(n)).data, colour: LINE_COLOURS[k % LINE_COLOURS.length], label: labelOf(n) }));
       const last = lines.length ? /** @type {Series} */ (this.series.get(names.find((n) => this.series.has(n)) || "")).lastStep : -1;
-      drawLines(canvas, lines, { logY: this.settings.traceLog, lastStep: last >= 0 ? last : undefined, marker });
+      drawLines(canvas, lines, { logY: this.settings.traceLog, lastStep: last >= 0 ? last : undefined, marker, xTitle: "step", yTitle: "‖ε‖" });
       return;
     }
-    const spec = this.specs.find((s) => s.name === id);
+    if (id.startsWith("activity/")) { this.redrawActivity(id); return; }
+    const spec = /** @type {any} */ (this.specs.find((s) => s.name === id));
     const series = this.series.get(id);
     if (!spec) return;
     const lastStep = series && series.lastStep >= 0 ? series.lastStep : undefined;
+    const titles = { xTitle: spec.x_label, yTitle: spec.y_label };
+    const chance = typeof spec.chance === "number" ? spec.chance : undefined;
+    const smoothing = spec.smooth && this.settings.smoothing ? smoothingWindow(spec, this.settings.smoothing) : 0;
+    const logY = id === "loss" && this.settings.lossLog;
+    panel.caption.hidden = true;
+    panel.box.removeAttribute("data-constant");
     if (spec.kind === "compare") {
-      const data = series ? (id === "loss" ? smoothRows(series.data, series.shape, this.settings.smoothing) : series.data) : new Float32Array(0);
+      const data = series ? (smoothing ? windowMeanRows(series.data, series.shape, smoothing) : series.data) : new Float32Array(0);
+      const raw = series && smoothing ? series.data : undefined;
       const drawn = drawCompare(canvas, data, series ? series.shape : [0, 0, 2], spec.labels || [],
-        { colours: LINE_COLOURS, logY: id === "loss" && this.settings.lossLog });
+        { colours: LINE_COLOURS, logY, raw, chance, ...titles });
       canvas.dataset.lines = String(drawn ? drawn.lines : 0);
     } else if (spec.kind === "heatmap") {
-      drawHeatmap(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 0], { trim: this.settings.trim, lastStep, steps: series ? series.steps : undefined });
+      const value = series && series.data.length ? constantValue(series.data) : null;
+      if (value != null) { this.drawConstantPanel(panel, spec, value, series); return; }
+      drawHeatmap(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 0], { trim: this.settings.trim, lastStep, steps: series ? series.steps : undefined, ...titles });
     } else if (spec.kind === "fidelity") {
-      drawFidelity(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 3]);
+      drawFidelity(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 3], titles);
     } else {
-      const values = series ? (id === "loss" ? smooth(series.data, this.settings.smoothing) : series.data) : new Float32Array(0);
-      const label = id === "loss" && series && series.data.length ? `last ${formatNumber(series.data[series.data.length - 1])}` : undefined;
-      drawLines(canvas, [{ values, colour: "#1f77b4", label }], { logY: id === "loss" && this.settings.lossLog, lastStep, marker });
+      const raw = series ? series.data : new Float32Array(0);
+      const values = smoothing ? windowMean(raw, smoothing) : raw;
+      const lastFinite = [...values].reverse().find(Number.isFinite);
+      const label = spec.smooth && lastFinite !== undefined ? `${smoothing ? `mean of ${smoothing} steps ` : "last "}${formatNumber(lastFinite)}` : undefined;
+      const lines = [{ values, colour: "#1f77b4", label, width: 2.2 }];
+      if (smoothing) lines.unshift({ values: raw, colour: "#1f77b4", label: undefined, width: 1, alpha: 0.22, scale: false, dots: spec.masked });
+      const range = id === "accuracy" ? { yMin: 0, yMax: 1 } : {};
+      drawLines(canvas, lines, { logY, lastStep, marker, chance, ...range, ...titles });
+      canvas.dataset.smoothed = String(smoothing);
+      if (chance !== undefined) canvas.dataset.chance = String(chance);
     }
+  }
+
+  /**
+   * A heatmap whose values are one constant over units and steps: the value, where it comes
+   * from (`spec.constants`, from the model's time constants) and that it is constant.
+   * @param {{canvas: HTMLCanvasElement, box: HTMLElement, caption: HTMLElement}} panel
+   * @param {any} spec @param {number} value @param {Series | undefined} series
+   */
+  drawConstantPanel(panel, spec, value, series) {
+    const symbol = spec.symbol || (spec.name.startsWith("dhdh") ? "dh/dh" : "dh/dy");
+    const why = explainConstant(spec, value);
+    const columns = series ? (series.steps ? series.steps.length : series.shape[0]) : 0;
+    const headline = `${symbol} = ${formatNumber(value)}`;
+    const lines = [why ? `= ${why}` : "", `constant over units and steps (${columns} measured)`].filter(Boolean);
+    drawConstant(panel.canvas, headline, lines);
+    panel.caption.textContent = `${headline}${why ? ` = ${why}` : ""} · constant over units and steps`;
+    panel.caption.hidden = false;
+    panel.box.dataset.constant = String(value);
+  }
+
+  /** The activity views: the spiking layer, the readout, the synapse. */
+  redrawActivity(/** @type {string} */ id) {
+    const panel = this.panels.get(id);
+    if (!panel) return;
+    const spikes = this.series.get("activity/spikes"), hidden = this.series.get("activity/hidden");
+    const synapse = this.series.get("activity/synapse");
+    const unit = this.synapseUnit ?? mostActiveUnit(spikes, synapse);
+    if (id === "activity/layer" || id === "activity/hidden") {
+      this.raster = drawLayer(panel.canvas, spikes, hidden, unit);
+    } else if (id === "activity/readout") {
+      const spec = /** @type {any} */ (this.specs.find((s) => s.name === "activity/output"));
+      drawReadout(panel.canvas, this.series.get("activity/output"), this.series.get("activity/target"), Boolean(spec && spec.y_label === "probability"));
+    } else if (id === "activity/synapse") {
+      drawSynapse(panel.canvas, synapse, unit);
+      const spec = /** @type {any} */ (this.specs.find((s) => s.name === "activity/synapse"));
+      const title = panel.box.querySelector("[data-live-title]");
+      if (spec && title) {
+        const picked = this.synapseUnit == null ? (spikes ? "most active unit" : "largest gradient") : "clicked";
+        title.textContent = `synapse ${spec.weight}[${spec.input}, ${unit}] (input ${spec.input} → unit ${unit}, ${picked}): trace ε, learning signal L, gradient g`;
+      }
+      panel.canvas.dataset.unit = String(unit);
+    }
+    panel.canvas.dataset.drawn = String(Boolean(this.series.get(id === "activity/readout" ? "activity/output" : id === "activity/synapse" ? id : "activity/hidden")));
+  }
+
+  /** A click on the raster picks the unit whose synapse the synapse view shows. */
+  pickUnit(/** @type {HTMLCanvasElement} */ canvas, /** @type {MouseEvent} */ event) {
+    if (!this.raster) return;
+    const rect = canvas.getBoundingClientRect();
+    const y = (event.clientY - rect.top) * (canvas.height / Math.max(rect.height, 1));
+    const unit = Math.floor((y - this.raster.top) / this.raster.rowHeight);
+    if (unit < 0 || unit >= this.raster.units) return;
+    this.synapseUnit = unit;
+    this.redraw("activity/layer");
+    this.redraw("activity/synapse");
   }
 
   /** Colour the graph's relation nodes by current trace magnitude; update the legend. */

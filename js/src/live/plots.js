@@ -7,9 +7,11 @@
 import { diverging, css, sequential } from "./colormap.js";
 import { extent, symmetricRange } from "./series.js";
 
-const MARGIN = { left: 46, right: 8, top: 6, bottom: 16 };
+const MARGIN = { left: 58, right: 8, top: 6, bottom: 30 };
 const AXIS = "#888";
-const FONT = "10px sans-serif";
+const FONT = "11px sans-serif";
+/** Colour and dash of the chance line (a guess that ignores the input). */
+export const CHANCE_COLOUR = "#777";
 
 /** A compact number label. */
 export function formatNumber(/** @type {number} */ v) {
@@ -34,6 +36,47 @@ function emptyMessage(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {an
   ctx.fillStyle = "#999";
   ctx.textAlign = "center";
   ctx.fillText(text, box.x + box.w / 2, box.y + box.h / 2);
+}
+
+/**
+ * Axis titles: the y title rotated along the left edge, the x title under the x labels.
+ * @param {CanvasRenderingContext2D} ctx @param {any} box @param {string} [xTitle] @param {string} [yTitle]
+ */
+export function axisTitles(ctx, box, xTitle, yTitle) {
+  ctx.fillStyle = "#333";
+  if (xTitle) {
+    ctx.textAlign = "center";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(xTitle, box.x + box.w / 2, box.y + box.h + MARGIN.bottom);
+  }
+  if (yTitle) {
+    ctx.save();
+    ctx.translate(11, box.y + box.h / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    ctx.fillText(yTitle, 0, 0);
+    ctx.restore();
+  }
+  ctx.textBaseline = "alphabetic";
+}
+
+/** A dashed horizontal line at `y` (pixels) with a label at its right end (the chance level). */
+export function chanceLine(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ box, /** @type {number} */ y, /** @type {string} */ label) {
+  if (!(y >= box.y - 0.5 && y <= box.y + box.h + 0.5)) return;
+  ctx.save();
+  ctx.strokeStyle = CHANCE_COLOUR;
+  ctx.lineWidth = 1.2;
+  ctx.setLineDash([5, 4]);
+  ctx.beginPath();
+  ctx.moveTo(box.x, y); ctx.lineTo(box.x + box.w, y);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.fillStyle = CHANCE_COLOUR;
+  ctx.textAlign = "left";
+  ctx.textBaseline = y < box.y + 14 ? "top" : "bottom";
+  ctx.fillText(label, box.x + 3, y + (y < box.y + 14 ? 2 : -2));
+  ctx.restore();
 }
 
 /** Axes frame with y labels (top/bottom) and x labels (first/last step). */
@@ -62,8 +105,9 @@ function axes(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {any} */ bo
 /**
  * Line plot of one or more series sharing the step axis (aligned on their last step).
  * @param {HTMLCanvasElement} canvas
- * @param {{values: ArrayLike<number>, colour: string, label?: string}[]} lines
- * @param {{logY?: boolean, lastStep?: number, marker?: number | null, yMin?: number, yMax?: number, xLabels?: string[]}} [options]
+ * @param {{values: ArrayLike<number>, colour: string, label?: string, width?: number, alpha?: number, dots?: boolean, scale?: boolean}[]} lines
+ * @param {{logY?: boolean, lastStep?: number, marker?: number | null, yMin?: number, yMax?: number, xLabels?: string[],
+ *   chance?: number, xTitle?: string, yTitle?: string}} [options]
  * @returns {{min: number, max: number} | null}  the y range drawn
  */
 export function drawLines(canvas, lines, options = {}) {
@@ -75,11 +119,15 @@ export function drawLines(canvas, lines, options = {}) {
   const transform = (/** @type {number} */ v) => (logY ? (v > 0 ? Math.log10(v) : NaN) : v);
   let min = Infinity, max = -Infinity;
   for (const line of lines) {
+    if (line.scale === false) continue; // a faint raw line does not set the range (clipped)
     const e = extent(Array.from(line.values, transform));
     min = Math.min(min, e.min); max = Math.max(max, e.max);
   }
   if (options.yMin !== undefined) min = Math.min(min, transform(options.yMin));
   if (options.yMax !== undefined) max = Math.max(max, transform(options.yMax));
+  const chance = options.chance != null && Number.isFinite(transform(options.chance)) ? transform(options.chance) : null;
+  if (chance != null && Number.isFinite(min)) { min = Math.min(min, chance); max = Math.max(max, chance); }
+  axisTitles(ctx, box, options.xTitle, options.yTitle);
   if (!n || !Number.isFinite(min)) {
     emptyMessage(ctx, box, n ? (logY ? "no positive values (log-y)" : "no finite values") : "no data yet");
     return null;
@@ -103,11 +151,14 @@ export function drawLines(canvas, lines, options = {}) {
     ctx.stroke();
     ctx.setLineDash([]);
   }
-  lines.forEach((line, k) => {
+  if (chance != null) chanceLine(ctx, box, yOf(chance), `chance ${label(chance)}`);
+  let labelled = 0;
+  lines.forEach((line) => {
     const offset = n - line.values.length;
     ctx.strokeStyle = line.colour;
     ctx.fillStyle = line.colour;
-    ctx.lineWidth = 1.5;
+    ctx.lineWidth = line.width ?? 1.5;
+    ctx.globalAlpha = line.alpha ?? 1;
     ctx.beginPath();
     let pen = false;
     for (let i = 0; i < line.values.length; i++) {
@@ -115,15 +166,16 @@ export function drawLines(canvas, lines, options = {}) {
       // NaN = "not measured" (heavy metrics are recorded every record_every steps): join the
       // measured points rather than breaking the line at every gap
       if (!Number.isFinite(v)) continue;
-      const x = xOf(firstStep + offset + i), y = yOf(v);
+      const x = xOf(firstStep + offset + i), y = yOf(Math.min(Math.max(v, min), max));
       if (pen) ctx.lineTo(x, y); else ctx.moveTo(x, y);
       pen = true;
-      if (line.values.length === 1) ctx.fillRect(x - 2, y - 2, 4, 4);
+      if (line.values.length === 1 || line.dots) ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
     }
     ctx.stroke();
+    ctx.globalAlpha = 1;
     if (line.label && lines.length > 1) {
       ctx.textAlign = "right";
-      ctx.fillText(line.label, box.x + box.w - 3, box.y + 11 + 11 * k);
+      ctx.fillText(line.label, box.x + box.w - 3, box.y + 12 + 12 * labelled++);
     }
   });
   return { min, max };
@@ -139,13 +191,14 @@ export function drawLines(canvas, lines, options = {}) {
  * @param {HTMLCanvasElement} canvas
  * @param {Float32Array} data
  * @param {number[]} shape
- * @param {{trim?: number, lastStep?: number, steps?: number[]}} [options]
+ * @param {{trim?: number, lastStep?: number, steps?: number[], xTitle?: string, yTitle?: string}} [options]
  * @returns {number | null}  the colour range (±) used
  */
 export function drawHeatmap(canvas, data, shape, options = {}) {
   const frame = begin(canvas, 46);
   if (!frame) return null;
   const { ctx, box } = frame;
+  axisTitles(ctx, box, options.xTitle, options.yTitle);
   const [rows, units] = shape.length === 2 ? shape : [data.length, 1];
   const lastStep = options.lastStep ?? rows - 1;
   const allSteps = options.steps && options.steps.length === rows ? options.steps : Array.from({ length: rows }, (_, t) => lastStep - rows + 1 + t);
@@ -170,7 +223,7 @@ export function drawHeatmap(canvas, data, shape, options = {}) {
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(tile, box.x, box.y, box.w, box.h);
   const first = allSteps[kept[0]], last = allSteps[kept[columns - 1]];
-  axes(ctx, box, ["unit 0", `unit ${units - 1}`], [`step ${first}`, `step ${last}`], `${columns} measured step${columns === 1 ? "" : "s"}`);
+  axes(ctx, box, ["0", `${units - 1}`], [`${first}`, `${last}`], `${columns} measured step${columns === 1 ? "" : "s"}`);
   colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(diverging(1 - 2 * t)), [`+${formatNumber(range)}`, `−${formatNumber(range)}`]);
   return range;
 }
@@ -230,7 +283,7 @@ export function drawRamp(/** @type {HTMLCanvasElement} */ canvas, /** @type {str
  * Fidelity panel: cosine and relative error of the online gradient against BPTT, one row
  * per checkpoint (`[n, 3]`: step, cosine, relative error).
  */
-export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type {Float32Array} */ data, /** @type {number[]} */ shape) {
+export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type {Float32Array} */ data, /** @type {number[]} */ shape, titles = {}) {
   const n = shape[0] || 0;
   const cosine = new Float32Array(n), relError = new Float32Array(n);
   for (let i = 0; i < n; i++) { cosine[i] = data[i * 3 + 1]; relError[i] = data[i * 3 + 2]; }
@@ -238,7 +291,7 @@ export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type 
   return drawLines(canvas, [
     { values: cosine, colour: "#1f77b4", label: `cosine ${n ? formatNumber(cosine[n - 1]) : ""}` },
     { values: relError, colour: "#ff7f0e", label: `rel. error ${n ? formatNumber(relError[n - 1]) : ""}` },
-  ], { yMin: 0, yMax: 1, xLabels });
+  ], { yMin: 0, yMax: 1, xLabels, ...titles });
 }
 
 /**
@@ -250,13 +303,15 @@ export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type 
  * @param {Float32Array} data
  * @param {number[]} shape
  * @param {string[]} labels
- * @param {{colours: string[], logY?: boolean}} options
+ * @param {{colours: string[], logY?: boolean, raw?: Float32Array, chance?: number, xTitle?: string, yTitle?: string}} options
+ *   `raw`: the unsmoothed values in the same layout, drawn faint under the (smoothed) lines
  * @returns {{min: number, max: number, lines: number} | null}  the y range drawn and the lines with data
  */
 export function drawCompare(canvas, data, shape, labels, options) {
   const frame = begin(canvas, 8);
   if (!frame) return null;
   const { ctx, box } = frame;
+  axisTitles(ctx, box, options.xTitle, options.yTitle);
   const [k, m] = shape.length === 3 ? shape : [0, 0];
   const logY = Boolean(options.logY);
   const transform = (/** @type {number} */ v) => (logY ? (v > 0 ? Math.log10(v) : NaN) : v);
@@ -280,6 +335,22 @@ export function drawCompare(canvas, data, shape, labels, options) {
     emptyMessage(ctx, box, m ? (logY ? "no positive values (log-y)" : "no finite values yet") : "no data yet");
     return null;
   }
+  /** @type {[number, number][][]} */
+  const rawLines = [];
+  if (options.raw) {
+    for (let i = 0; i < k; i++) {
+      /** @type {[number, number][]} */
+      const points = [];
+      for (let r = 0; r < m; r++) {
+        const step = options.raw[(i * m + r) * 2], value = transform(options.raw[(i * m + r) * 2 + 1]);
+        if (!Number.isFinite(step) || !Number.isFinite(value)) continue;
+        points.push([step, value]);
+      }
+      rawLines.push(points);
+    }
+  }
+  const chance = options.chance != null && Number.isFinite(transform(options.chance)) ? transform(options.chance) : null;
+  if (chance != null) { y0 = Math.min(y0, chance); y1 = Math.max(y1, chance); }
   const [dataMin, dataMax] = [y0, y1];
   if (y1 - y0 < 1e-12) { y0 -= 0.5; y1 += 0.5; }
   const pad = (y1 - y0) * 0.05;
@@ -287,12 +358,27 @@ export function drawCompare(canvas, data, shape, labels, options) {
   const xOf = (/** @type {number} */ s) => box.x + (x1 > x0 ? ((s - x0) / (x1 - x0)) * box.w : box.w / 2);
   const yOf = (/** @type {number} */ v) => box.y + box.h - ((v - y0) / (y1 - y0)) * box.h;
   const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
-  axes(ctx, box, [label(dataMax), label(dataMin)], [`step ${x0}`, `step ${x1}`]);
+  axes(ctx, box, [label(dataMax), label(dataMin)], [`${x0}`, `${x1}`]);
+  if (chance != null) chanceLine(ctx, box, yOf(chance), `chance ${label(chance)}`);
+  rawLines.forEach((points, i) => {
+    ctx.strokeStyle = options.colours[i % options.colours.length];
+    ctx.globalAlpha = 0.18;
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    let pen = false;
+    for (const [s, v] of points) {
+      const y = yOf(Math.min(Math.max(v, y0), y1));
+      if (pen) ctx.lineTo(xOf(s), y); else ctx.moveTo(xOf(s), y);
+      pen = true;
+    }
+    ctx.stroke();
+    ctx.globalAlpha = 1;
+  });
   let drawn = 0;
   lines.forEach((line, i) => {
     ctx.strokeStyle = line.colour;
     ctx.fillStyle = line.colour;
-    ctx.lineWidth = 1.5;
+    ctx.lineWidth = 2;
     ctx.beginPath();
     line.points.forEach(([s, v], j) => {
       if (j === 0) ctx.moveTo(xOf(s), yOf(v)); else ctx.lineTo(xOf(s), yOf(v));
@@ -301,7 +387,33 @@ export function drawCompare(canvas, data, shape, labels, options) {
     ctx.stroke();
     if (line.points.length) drawn++;
     ctx.textAlign = "right";
-    ctx.fillText(line.label, box.x + box.w - 3, box.y + 11 + 11 * i);
+    ctx.fillText(line.label, box.x + box.w - 3, box.y + 12 + 12 * i);
   });
   return { min: y0, max: y1, lines: drawn };
+}
+
+/**
+ * A panel whose values are one constant: the value in large type and where it comes from
+ * (instead of a one-colour heatmap block).
+ * @param {HTMLCanvasElement} canvas
+ * @param {string} headline  e.g. "dh/dh = 0.905"
+ * @param {string[]} lines  e.g. ["= exp(−Δt/τ), τ = 10 (readout)", "constant over units and steps"]
+ */
+export function drawConstant(canvas, headline, lines) {
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return;
+  const { width, height } = canvas;
+  ctx.clearRect(0, 0, width, height);
+  ctx.fillStyle = "#f6f8fb";
+  ctx.fillRect(0, 0, width, height);
+  ctx.fillStyle = "#222";
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  ctx.font = "bold 22px sans-serif";
+  ctx.fillText(headline, width / 2, height / 2 - 8 - 8 * lines.length);
+  ctx.font = "12px sans-serif";
+  ctx.fillStyle = "#444";
+  lines.forEach((line, i) => ctx.fillText(line, width / 2, height / 2 + 12 + 16 * i - 8 * (lines.length - 1), width - 8));
+  ctx.textBaseline = "alphabetic";
+  ctx.font = FONT;
 }

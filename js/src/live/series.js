@@ -26,6 +26,41 @@ export function smooth(/** @type {ArrayLike<number>} */ values, alpha = 0) {
   return out;
 }
 
+/**
+ * Trailing mean over the last `window` points (NaN points skipped: a masked task's steps
+ * without a target); NaN where the window holds no finite value. `window` <= 1: a copy.
+ */
+export function windowMean(/** @type {ArrayLike<number>} */ values, window = 1) {
+  const out = Float32Array.from(values);
+  if (!(window > 1)) return out;
+  let sum = 0, count = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (Number.isFinite(v)) { sum += v; count++; }
+    const j = i - window;
+    if (j >= 0 && Number.isFinite(values[j])) { sum -= values[j]; count--; }
+    out[i] = count > 0 ? sum / count : NaN;
+  }
+  return out;
+}
+
+/**
+ * `windowMean` applied to the values of a compare-mode `[k, m, 2]` array (rows of (step,
+ * value)), each algorithm on its own; a new array.
+ * @param {Float32Array} data @param {number[]} shape @param {number} window
+ */
+export function windowMeanRows(data, shape, window) {
+  if (!(window > 1) || shape.length !== 3) return data;
+  const [k, m] = shape;
+  const out = Float32Array.from(data);
+  for (let i = 0; i < k; i++) {
+    const values = new Float32Array(m);
+    for (let r = 0; r < m; r++) values[r] = data[(i * m + r) * 2 + 1];
+    windowMean(values, window).forEach((v, r) => { if (Number.isFinite(data[(i * m + r) * 2 + 1]) || Number.isFinite(v)) out[(i * m + r) * 2 + 1] = v; });
+  }
+  return out;
+}
+
 /** The `q` quantile (0..1) of the finite values (linear interpolation); NaN when none. */
 export function quantile(/** @type {ArrayLike<number>} */ values, /** @type {number} */ q) {
   const finite = Array.from(values).filter(Number.isFinite).sort((a, b) => a - b);
@@ -99,7 +134,18 @@ export function seriesFromHistory(history, specs, window = 500) {
   const steps = history.steps;
   const lastStep = Number(steps[steps.length - 1]);
   const toNumber = (/** @type {any} */ v) => (v == null ? NaN : Number(v));
+  const metrics = history.metrics || {};
   for (const spec of specs) {
+    if (spec.kind === "activity") {
+      const activity = activityFromHistory(history, spec);
+      if (activity) out.set(spec.name, activity);
+      continue;
+    }
+    if (spec.name === "loss" || spec.name === "accuracy") {
+      const values = stepValues(metrics, spec.name).slice(-window);
+      if (values.length) out.set(spec.name, { data: Float32Array.from(values), shape: [values.length], lastStep });
+      continue;
+    }
     if (spec.kind === "fidelity") {
       const rows = (history.fidelity || []).slice(-window);
       if (!rows.length) continue;
@@ -129,6 +175,49 @@ export function seriesFromHistory(history, specs, window = 500) {
     }
   }
   return out;
+}
+
+/**
+ * A saved history's per-step loss (NaN on steps without a target when the run recorded
+ * `accuracy/labelled`: a masked loss is 0 there) or accuracy (correct / labelled, NaN where
+ * nothing was labelled), like etp_viz/explorer/live_panels.py pushes them.
+ * @param {Record<string, any[]>} metrics
+ * @param {"loss" | "accuracy"} name
+ * @returns {number[]}
+ */
+export function stepValues(metrics, name) {
+  const num = (/** @type {any} */ v) => (v == null ? NaN : Number(v));
+  const labelled = metrics["accuracy/labelled"];
+  if (name === "accuracy") {
+    const correct = metrics["accuracy/correct"] || [];
+    return (labelled || []).map((n, t) => (num(n) > 0 ? num(correct[t]) / num(n) : NaN));
+  }
+  const loss = metrics.loss || [];
+  return loss.map((v, t) => (labelled && !(num(labelled[t]) > 0) ? NaN : num(v)));
+}
+
+/**
+ * An activity series (`activity/*`) of a saved history's `activity` (`{steps, values}`): the
+ * rows of the last complete episode (`spec.episode` steps), like the live pushes.
+ * @param {any} history
+ * @param {any} spec
+ * @returns {Series | null}
+ */
+export function activityFromHistory(history, spec) {
+  const activity = history && history.activity;
+  const rows = activity && activity.values && activity.values[spec.name];
+  if (!Array.isArray(rows) || !rows.length) return null;
+  const steps = (activity.steps || []).slice(-rows.length).map(Number);
+  const episode = Number(spec.episode) || 100;
+  const last = steps[steps.length - 1] + 1;
+  let end = Math.floor(last / episode) * episode, start = end - episode;
+  if (start < steps[0] || end <= start) { start = Math.max(steps[0], last - episode); end = last; }
+  const keep = steps.map((s, i) => [s, i]).filter(([s]) => s >= start && s < end).map(([, i]) => i);
+  if (!keep.length) return null;
+  const first = rows[keep[0]];
+  const inner = Array.isArray(first) ? (Array.isArray(first[0]) ? [first.length, first[0].length] : [first.length]) : [];
+  const flat = keep.flatMap((i) => [rows[i]].flat(2)).map((v) => (v == null ? NaN : Number(v)));
+  return { data: Float32Array.from(flat), shape: [keep.length, ...inner], lastStep: steps[steps.length - 1], steps: keep.map((i) => steps[i]) };
 }
 
 /**
@@ -166,9 +255,9 @@ export function compareSeriesFromHistory(history, specs, window = 500) {
     if (spec.kind !== "compare") continue;
     const rows = (spec.labels || []).map((label) => {
       const run = runs[label] || {};
-      if (spec.name === "loss") {
-        const steps = run.steps || [], loss = (run.metrics && run.metrics.loss) || [];
-        return steps.map((/** @type {number} */ s, /** @type {number} */ t) => [Number(s), loss[t] == null ? NaN : Number(loss[t])]).slice(-window);
+      if (spec.name === "loss" || spec.name === "accuracy") {
+        const steps = run.steps || [], values = stepValues((run.metrics || {}), spec.name);
+        return steps.map((/** @type {number} */ s, /** @type {number} */ t) => [Number(s), values[t] ?? NaN]).slice(-window);
       }
       return (run.fidelity || []).map((/** @type {any} */ f) => [Number(f.step), f[spec.name] == null ? NaN : Number(f[spec.name])]).slice(-window);
     });

@@ -25,5 +25,9 @@ export const LIVE_CSS = `
 .etp-live-compare tr.halted td { color: #a33; }
 .etp-live-compare[hidden] { display: none; }
 .etp-swatch-line { display: inline-block; width: 14px; height: 3px; margin-right: 5px; vertical-align: middle; }
+.etp-live-caption { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.etp-live-caption[hidden] { display: none; }
+.etp-live-panel-head .etp-subtitle { font-size: 12px; font-weight: 600; max-width: 360px; }
+.etp-gap { border-left: 3px solid #e08a00; padding-left: 4px; margin: 3px 0; }
 .etp-live-record > div { position: absolute; z-index: 2; background: #fff; border: 1px solid #ccc; padding: 4px; max-height: 200px; overflow: auto; white-space: nowrap; }
 `;

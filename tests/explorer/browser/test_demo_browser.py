@@ -10,6 +10,16 @@ import sys
 
 import pytest
 
+from .legend_checks import (
+    LABEL_PX,
+    LEGEND_BOXES,
+    LIVE_COLOURS,
+    LIVE_NODE_COLOURS,
+    STATIC_NODE_COLOURS,
+    assert_every_colour_in_legend,
+    assert_legend_not_clipped,
+)
+
 pytestmark = pytest.mark.browser
 
 STEPS = 48
@@ -79,3 +89,87 @@ def test_demo_html_renders_graph_and_history_offline(open_page, demo_html, tmp_p
     assert high - low > 100 and len(set(image.resize((200, 130)).tobytes())) > 20
     assert page.errors == [], page.errors
     assert page.aborted == [], f"network requests from an offline page: {page.aborted}"
+
+
+def open_demo(open_page, demo_html, width=1400, height=1000):
+    """The demo page at a projector's size, drawn, trace-coloured and with its legend."""
+    page = open_page(None)
+    page.page.set_viewport_size({"width": width, "height": height})
+    page.page.goto(demo_html.as_uri())
+    page.page.wait_for_selector(".etp-graph-pane svg g.node", timeout=30000)
+    page.page.wait_for_selector("g.etp-trace-coloured")
+    page.page.wait_for_selector("[data-legend] [data-key=trace] [data-colour-bar]")
+    return page
+
+
+def test_demo_graph_labels_are_legible_and_the_graph_uses_the_width(open_page, demo_html, tmp_path):
+    """At 1400x1000, the default view of the demo model: every node label renders at >= 10 px
+    (font size x the SVG's scale), and the drawn graph spans the graph pane's width, which is
+    most of the explorer's."""
+    page = open_demo(open_page, demo_html)
+    labels = page.page.evaluate(LABEL_PX)
+    assert labels, "no node labels drawn"
+    smallest = min(labels, key=lambda label: label["px"])
+    assert smallest["px"] >= 10, (
+        f"node label {smallest['text']!r} renders at {smallest['px']:.1f} px"
+    )
+    widths = page.page.evaluate(
+        """() => { const pane = document.querySelector('.etp-graph-pane').getBoundingClientRect();
+          const root = document.querySelector('.etp-explorer').getBoundingClientRect();
+          const g = document.querySelector('.etp-graph-pane svg.etp-graph g.graph')
+            .getBoundingClientRect();
+          const drawn = Math.min(g.right, pane.right) - Math.max(g.left, pane.left);
+          return { pane: pane.width, root: root.width, drawn }; }"""
+    )
+    assert widths["pane"] >= 0.7 * widths["root"], widths
+    assert widths["drawn"] >= 0.9 * widths["pane"], f"the graph uses a part of its pane: {widths}"
+    page.page.screenshot(path=str(tmp_path / "demo-1400.png"))
+    assert page.errors == [], page.errors
+
+
+def test_demo_legend_explains_every_colour_and_is_not_clipped(open_page, demo_html):
+    """The legend lists what is drawn (the trace colour bar while weight ops are coloured by
+    ‖ε‖), every colour on the graph has an entry, nothing in it is clipped; with a weight
+    selected, the highlight colours get entries too."""
+    page = open_demo(open_page, demo_html)
+    info = page.page.evaluate(LIVE_COLOURS)
+    assert info["traceColoured"] > 0 and "trace" in info["legend"]
+    assert_every_colour_in_legend(info)
+    assert_legend_not_clipped(page.page.evaluate(LEGEND_BOXES))
+    # each entry says in plain words what it means (its tooltip)
+    titles = page.page.eval_on_selector_all(
+        "[data-legend] .etp-legend-item", "items => items.map(i => i.title)"
+    )
+    assert all(len(t) > 15 for t in titles), titles
+    page.page.click("[data-weight] >> nth=0")
+    page.page.wait_for_selector("[data-legend] [data-key=hl_selected]")
+    assert_every_colour_in_legend(page.page.evaluate(LIVE_COLOURS))
+    assert_legend_not_clipped(page.page.evaluate(LEGEND_BOXES))
+    assert page.errors == [], page.errors
+
+
+def test_demo_static_fallback_uses_the_live_palette(open_page, demo_html, tmp_path):
+    """The static fallback stored in notebooks (the graph as SVG plus its legend) colours
+    every node exactly as the live page does, and its legend explains every colour it draws."""
+    import shutil
+
+    from etp_viz.explorer.widget import Explorer
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` is not installed (the static SVG needs it)")
+    page = open_demo(open_page, demo_html)
+    live = page.page.evaluate(LIVE_NODE_COLOURS)
+    vm = page.page.evaluate(
+        "() => document.querySelector('.etp-explorer').parentElement.etpExplorer"
+        ".model.get('view_model')"
+    )
+    static = Explorer(view_model=vm).static_html()
+    (tmp_path / "static.html").write_text(f"<!DOCTYPE html><meta charset=utf-8>{static}")
+    page.page.goto((tmp_path / "static.html").as_uri())
+    drawn = page.page.evaluate(STATIC_NODE_COLOURS)
+    shared = sorted(set(live) & set(drawn["nodes"]))
+    assert len(shared) >= 10, (sorted(live), sorted(drawn["nodes"]))
+    differ = {n: (live[n], drawn["nodes"][n]) for n in shared if live[n] != drawn["nodes"][n]}
+    assert not differ, f"live vs static (fill, stroke) differ: {differ}"
+    assert_every_colour_in_legend({"colours": drawn["colours"], "legend": drawn["legend"]})
+    assert page.errors == [], page.errors

@@ -347,3 +347,89 @@ def test_python_select_node_opens_module_box(harness):
     expanded = page.page.evaluate("window.etpModel.state.expanded")
     assert any(c.startswith("m:layers.40") for c in expanded), expanded
     assert_clean(page)
+
+
+def test_gru_legend_is_what_is_drawn_and_explains_every_colour(harness, tmp_path):
+    """GRU: Wr is not learned, so its op is drawn pink with a red border and the legend has
+    that entry; every colour on the graph has an entry (also with Wr selected: the highlight
+    colours join the legend); no entry is clipped; none for marks that are not drawn."""
+    from .legend_checks import (
+        LEGEND_BOXES,
+        LIVE_COLOURS,
+        assert_every_colour_in_legend,
+        assert_legend_not_clipped,
+    )
+
+    vm = load_real("gru")
+    page = harness(Explorer(vm), "gru_legend")
+    wait_rendered(page)
+    page.page.wait_for_selector("[data-legend] .etp-legend-item")
+    info = page.page.evaluate(LIVE_COLOURS)
+    assert {"etp_not_learned", "etp_online", "hidden", "group", "dropped"} <= set(info["legend"])
+    assert "trace" not in info["legend"] and "readout" not in info["legend"]  # not drawn
+    assert_every_colour_in_legend(info)
+    assert_legend_not_clipped(page.page.evaluate(LEGEND_BOXES))
+    page.page.click("[data-weight='Wr.weight']")
+    page.page.wait_for_selector("[data-legend] [data-key=hl_boundary]")
+    info = page.page.evaluate(LIVE_COLOURS)
+    assert {"hl_selected", "hl_path", "hl_boundary"} <= set(info["legend"])
+    assert_every_colour_in_legend(info)
+    assert_legend_not_clipped(page.page.evaluate(LEGEND_BOXES))
+    assert_screenshot_not_blank(page, tmp_path / "gru_legend.png")
+    assert_clean(page)
+
+
+def test_weight_inspector_speaks_plain_words_with_codes_on_hover(harness):
+    """What a student reads names weights and says what happens in plain words; the
+    compiler's text (equation numbers, "etp_mv@7", rule names) is only in title attributes."""
+    vm = load_real("gru")
+    wr = next(w for w in vm["weights"] if w["path"] == "Wr.weight")
+    page = harness(Explorer(vm), "gru_plain")
+    wait_rendered(page)
+    page.page.click("[data-weight='Wr.weight']")
+    page.page.wait_for_selector("[data-panel-body='inspector'] [data-summary]")
+    shown = page.page.inner_text("[data-panel-body='inspector']")
+    shown += page.page.inner_text("[data-panel='weights']")
+    assert wr["summary"] in shown and "Wh.weight" in wr["summary"]
+    for code in ("equation", "@", "non-parametric", "e3", "e7", "relation_"):
+        assert code not in shown, f"{code!r} shown to the student: {shown}"
+    hover = page.page.get_attribute("[data-panel-body='inspector'] [data-summary]", "title")
+    assert "non-parametric-tail" in hover and "(equation 3)" in hover
+    # a node's inspector: its plain meaning first, its id and equation number on hover
+    dot_id = page.page.evaluate("window.etpEl.etpExplorer.graph.nodeToDot.get('e3')")
+    page.page.click(f"g#{dot_id}")
+    page.page.wait_for_selector("[data-panel-body='inspector'] .etp-plain")
+    title = page.page.locator("[data-panel-body='inspector'] .etp-title")
+    assert "Wr.weight" in title.inner_text() and "e3" in title.get_attribute("title")
+    assert "weight" in page.page.inner_text("[data-panel-body='inspector'] .etp-plain")
+    graph_title = page.page.evaluate(f"document.querySelector('g#{dot_id} > title').textContent")
+    assert graph_title.startswith("weight op, not learned: Wr.weight"), graph_title
+    assert_clean(page)
+
+
+def test_compare_mode_weights_panel_shows_every_weight_name(harness):
+    """Compare mode puts one claim chip per algorithm on each weight row: the weight's name
+    stays whole (its own line), however many algorithms there are."""
+    vm = load_real("two_layer_rnn")
+    algorithms = ["d_rtrl", "es_d_rtrl", "eprop", "snap2", "bptt"]
+    for w in vm["weights"]:
+        w["path"] = f"encoder.recurrent_layer.{w['path']}"
+        w["claim"] = ""
+        w["claims"] = [{"algorithm": a, "claim": "approximate", "reason": "r"} for a in algorithms]
+    page = harness(Explorer(vm), "compare_names")
+    wait_rendered(page)
+    names = page.page.eval_on_selector_all(
+        "[data-weight-name]",
+        """els => els.map(e => ({ text: e.textContent, cut: e.scrollWidth > e.clientWidth + 1,
+          width: e.getBoundingClientRect().width, row: e.closest('.etp-row').clientWidth }))""",
+    )
+    assert {n["text"] for n in names} == {w["path"] for w in vm["weights"]}
+    assert not any(n["cut"] for n in names), names
+    chips = page.page.eval_on_selector_all("[data-algorithm-claim]", "els => els.length")
+    assert chips == len(algorithms) * len(vm["weights"])
+    cut_lines = page.page.eval_on_selector_all(
+        ".etp-row-2 > .etp-row-line",
+        "els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)",
+    )
+    assert cut_lines == [], cut_lines
+    assert_clean(page)
