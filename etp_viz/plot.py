@@ -14,6 +14,11 @@ Examples
 >>> fig = loss(h, smooth=5)
 >>> fig.axes[0].get_ylabel()
 'loss'
+
+The loss and accuracy figures teach: a smoothed curve (the trailing mean over one episode of
+the task, ``History.meta["episode"]``, else 20 steps) over the faint per-step one, the chance
+level dashed (``meta["chance_loss"]`` / ``meta["chance_accuracy"]``), and, for a masked
+classification task, only the steps with a target (its loss is exactly 0 on the others).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "accuracy",
     "compare",
     "fidelity",
     "gradient_norms",
@@ -72,6 +78,55 @@ def moving_average(values: np.ndarray, window: int) -> np.ndarray:
     return (cumulative[ends] - cumulative[starts]) / (ends - starts)
 
 
+def window_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` steps, NaN values skipped (NaN where the window holds
+    none); the front end's ``windowMean`` (js/src/live/series.js).
+
+    >>> window_mean(np.array([1.0, np.nan, 3.0, 5.0]), 2).tolist()
+    [1.0, 1.0, 3.0, 4.0]
+    """
+    values = np.asarray(values, np.float64)
+    if window <= 1 or values.size == 0:
+        return values
+    finite = np.isfinite(values)
+    sums = np.cumsum(np.insert(np.where(finite, values, 0.0), 0, 0.0))
+    counts = np.cumsum(np.insert(finite.astype(np.int64), 0, 0))
+    ends = np.arange(1, values.size + 1)
+    starts = np.maximum(ends - window, 0)
+    count = counts[ends] - counts[starts]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (sums[ends] - sums[starts]) / np.maximum(count, 1), np.nan)
+
+
+def labelled_loss(history: Any) -> np.ndarray:
+    """The per-step loss, NaN on steps without a target when the run recorded the labelled
+    counts (a masked loss is exactly 0 there)."""
+    values = np.asarray(history.loss, np.float64)
+    if "accuracy/labelled" in history:
+        values = np.where(np.asarray(history["accuracy/labelled"]) > 0, values, np.nan)
+    return values
+
+
+def accuracy_per_step(history: Any) -> np.ndarray:
+    """``correct / labelled`` of each step (NaN where nothing was labelled)."""
+    correct = np.asarray(history["accuracy/correct"], np.float64)
+    labelled = np.asarray(history["accuracy/labelled"], np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(labelled > 0, correct / labelled, np.nan)
+
+
+def _window(history: Any, smooth: int | None) -> int:
+    if smooth is not None:
+        return int(smooth)
+    episode = history.meta.get("episode")
+    return int(episode) if isinstance(episode, int) and episode > 1 else 20
+
+
+def _chance(ax: Any, value: Any) -> None:
+    if isinstance(value, int | float) and np.isfinite(value):
+        ax.axhline(value, color="grey", ls="--", lw=1, label=f"chance {value:.3g}")
+
+
 def trim_outliers(values: np.ndarray, quantile: float = 0.99) -> float:
     """Symmetric colour limit: the ``quantile`` of ``|values|`` (ignoring non-finite values).
 
@@ -100,14 +155,15 @@ def _require(mapping: dict, what: str, hint: str) -> None:
         raise ValueError(f"This history has no {what}. {hint}")
 
 
-def loss(history: Any, *, smooth: int = 20, log: bool = True, ax: Any = None) -> Any:
-    """Loss per step (thin) and its moving average over ``smooth`` steps (thick).
+def loss(history: Any, *, smooth: int | None = None, log: bool = False, ax: Any = None) -> Any:
+    """Loss per step (faint) and its trailing mean (thick), with the chance level dashed.
 
     Parameters
     ----------
     history : History or Session
-    smooth : int
-        Window of the moving average (1: none).
+    smooth : int, optional
+        Window of the mean in steps (1: none); default one episode of the task
+        (``meta["episode"]``), else 20. Steps without a target (a masked task) are left out.
     log : bool
         Log-scaled y axis.
     ax : matplotlib Axes, optional
@@ -115,17 +171,50 @@ def loss(history: Any, *, smooth: int = 20, log: bool = True, ax: Any = None) ->
     """
     history = _history(history)
     fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
-    steps, values = history.steps, history.loss
-    axes[0].plot(steps, values, lw=0.6, alpha=0.4, color="C0", label="loss")
-    if smooth > 1:
+    steps, values = history.steps, labelled_loss(history)
+    window = _window(history, smooth)
+    shown = np.isfinite(values)
+    axes[0].plot(steps[shown], values[shown], lw=0.6, alpha=0.35, color="C0", label="each step")
+    if window > 1:
         axes[0].plot(
-            steps, moving_average(values, smooth), lw=1.8, color="C0", label=f"mean of {smooth}"
+            steps, window_mean(values, window), lw=2.0, color="C0", label=f"mean of {window} steps"
         )
-    if log and values.size and np.all(values[np.isfinite(values)] > 0):
+    _chance(axes[0], history.meta.get("chance_loss"))
+    finite = values[np.isfinite(values)]
+    if log and finite.size and np.all(finite > 0):
         axes[0].set_yscale("log")
     _mark_failure(axes[0], history)
-    axes[0].set(xlabel="step", ylabel="loss", title=_title(history, "loss"))
+    masked = "accuracy/labelled" in history
+    axes[0].set(
+        xlabel="step",
+        ylabel="loss" + (" (steps with a target)" if masked else ""),
+        title=_title(history, "loss"),
+    )
     axes[0].legend(loc="upper right", fontsize="small")
+    return fig
+
+
+def accuracy(history: Any, *, smooth: int | None = None, ax: Any = None) -> Any:
+    """Accuracy of a classification task (correct / labelled per step, faint) and its
+    trailing mean over ``smooth`` steps (default: one episode), chance dashed."""
+    history = _history(history)
+    _require(
+        {"a": 1} if "accuracy/correct" in history else {},
+        "accuracy",
+        "Accuracy is recorded for classification tasks (task.is_classification).",
+    )
+    fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
+    steps, values = history.steps, accuracy_per_step(history)
+    window = _window(history, smooth)
+    shown = np.isfinite(values)
+    axes[0].plot(steps[shown], values[shown], ".", ms=2, alpha=0.3, color="C2", label="each step")
+    axes[0].plot(
+        steps, window_mean(values, window), lw=2.0, color="C2", label=f"mean of {window} steps"
+    )
+    _chance(axes[0], history.meta.get("chance_accuracy"))
+    axes[0].set_ylim(-0.02, 1.02)
+    axes[0].set(xlabel="step", ylabel="accuracy", title=_title(history, "accuracy"))
+    axes[0].legend(loc="lower right", fontsize="small")
     return fig
 
 
@@ -296,9 +385,10 @@ def _mark_failure(ax: Any, history: Any) -> None:
         )
 
 
-def compare(histories: dict[str, Any], *, log: bool = True) -> Any:
-    """Compare mode's histories (``{algorithm: History}``) overlaid: the loss, and the
-    fidelity cosine when it was measured.
+def compare(histories: dict[str, Any], *, smooth: int | None = None, log: bool = False) -> Any:
+    """Compare mode's histories (``{algorithm: History}``) overlaid: the loss (trailing mean
+    over ``smooth`` steps, default one episode, the raw loss faint, chance dashed), the
+    accuracy of a classification task, and the fidelity cosine when it was measured.
 
     >>> fig = compare({"d_rtrl": session.history, "bptt": other.history})  # doctest: +SKIP
     """
@@ -309,19 +399,35 @@ def compare(histories: dict[str, Any], *, log: bool = True) -> Any:
         {k: h for k, h in histories.items() if h.num_steps}, "steps", "Step the comparison first."
     )
     measured = any(h.fidelity for h in histories.values())
-    fig, axes = _figure(2 if measured else 1, (6.0, 5.6 if measured else 3.2))
+    classes = all("accuracy/correct" in h for h in histories.values())
+    rows = 1 + int(classes) + int(measured)
+    fig, axes = _figure(rows, (6.0, 2.8 * rows + 0.4))
+    first = next(iter(histories.values()))
+    window = _window(first, smooth)
+    fidelity_ax = axes[1 + int(classes)] if measured else None
     for k, (label, history) in enumerate(histories.items()):
         colour = f"C{k % 10}"
-        axes[0].plot(history.steps, history.loss, color=colour, lw=1, label=label)
-        if measured and history.fidelity:
+        values = labelled_loss(history)
+        shown = np.isfinite(values)
+        axes[0].plot(history.steps[shown], values[shown], color=colour, lw=0.5, alpha=0.2)
+        axes[0].plot(history.steps, window_mean(values, window), color=colour, lw=2, label=label)
+        if classes:
+            mean = window_mean(accuracy_per_step(history), window)
+            axes[1].plot(history.steps, mean, color=colour, lw=2, label=label)
+        if fidelity_ax is not None and history.fidelity:
             steps = [f["step"] for f in history.fidelity]
             cosine = np.array([f["cosine"] for f in history.fidelity], dtype=float)
-            axes[1].plot(steps, cosine, "o-", color=colour, ms=3, label=label)
+            fidelity_ax.plot(steps, cosine, "o-", color=colour, ms=3, label=label)
+    _chance(axes[0], first.meta.get("chance_loss"))
     if log:
         axes[0].set_yscale("log")
-    axes[0].set(xlabel="step", ylabel="loss", title="loss")
+    axes[0].set(xlabel="step", ylabel="loss", title=f"loss (mean of {window} steps)")
     axes[0].legend(loc="best", fontsize="small")
-    if measured:
-        axes[1].set(xlabel="step", ylabel="cosine", title="gradient fidelity vs BPTT")
-        axes[1].set_ylim(-0.1, 1.05)
+    if classes:
+        _chance(axes[1], first.meta.get("chance_accuracy"))
+        axes[1].set_ylim(-0.02, 1.02)
+        axes[1].set(xlabel="step", ylabel="accuracy", title=f"accuracy (mean of {window} steps)")
+    if fidelity_ax is not None:
+        fidelity_ax.set(xlabel="step", ylabel="cosine", title="gradient fidelity vs BPTT")
+        fidelity_ax.set_ylim(-0.1, 1.05)
     return fig

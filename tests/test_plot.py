@@ -30,12 +30,56 @@ def history():
     return h
 
 
-def test_loss_figure_has_log_axis_and_smoothing(history):
+def test_loss_figure_has_smoothing_and_an_optional_log_axis(history):
     fig = plots.loss(history, smooth=10)
     ax = fig.axes[0]
-    assert ax.get_yscale() == "log"
+    assert ax.get_yscale() == "linear"
     assert len(ax.lines) == 2
     fig.savefig(__import__("io").BytesIO(), format="png")
+    assert plots.loss(history, log=True).axes[0].get_yscale() == "log"
+
+
+def _masked_history():
+    """A masked classification run: labels on every 4th step, loss exactly 0 elsewhere."""
+    steps = np.arange(40)
+    labelled = (steps % 4 == 3).astype(np.float32)
+    loss = np.where(labelled > 0, 0.7 - steps / 100, 0.0)
+    correct = labelled * (steps > 20)
+    meta = {"episode": 8, "chance_loss": 0.693, "chance_accuracy": 0.5}
+    values = {"loss": loss, "accuracy/correct": correct, "accuracy/labelled": labelled}
+    return History(steps, values, meta=meta)
+
+
+def test_masked_loss_is_smoothed_over_labelled_steps_per_episode_with_chance():
+    history = _masked_history()
+    ax = plots.loss(history).axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    assert set(lines) == {"each step", "mean of 8 steps", "chance 0.693"}
+    raw_steps = lines["each step"].get_xdata()
+    assert (np.asarray(raw_steps) % 4 == 3).all()  # the zero-loss steps are left out
+    smoothed = np.asarray(lines["mean of 8 steps"].get_ydata())
+    # the mean of the (two) labelled steps in the last 8: never pulled towards 0
+    np.testing.assert_allclose(smoothed[-1], np.mean([0.7 - 35 / 100, 0.7 - 39 / 100]))
+    assert np.nanmin(smoothed) > 0.25
+
+
+def test_accuracy_figure_counts_labelled_steps_and_draws_chance():
+    history = _masked_history()
+    ax = plots.accuracy(history).axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    assert "chance 0.5" in lines
+    mean = np.asarray(lines["mean of 8 steps"].get_ydata())
+    assert mean[-1] == 1.0 and mean[15] == 0.0
+    with pytest.raises(ValueError, match="classification"):
+        plots.accuracy(History(np.arange(3), {"loss": np.ones(3)}))
+
+
+def test_compare_smooths_every_learner_alike_and_adds_accuracy():
+    a, b = _masked_history(), _masked_history()
+    fig = plots.compare({"d_rtrl": a, "bptt": b})
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_title() == "loss (mean of 8 steps)"
+    assert any(line.get_label() == "chance 0.5" for line in fig.axes[1].lines)
 
 
 def test_loss_marks_failure(history):

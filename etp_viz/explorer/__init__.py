@@ -1,7 +1,9 @@
 """etp_viz.explorer: the Jupyter widget (anywidget), ``show()`` and the offline HTML export.
 
-Needs the ``[explorer]`` extra (anywidget, ipywidgets). ``widget`` holds the static
-:class:`Explorer`; ``show`` binds it to a live :class:`etp_viz.live.Session`
+The widget needs the ``[explorer]`` extra (anywidget, ipywidgets); without it the classes are
+built headless (``headless``) so ``save_html`` and ``python -m etp_viz demo`` still write the
+offline page, and ``show()`` raises an ``ImportError`` naming the extra. ``widget`` holds the
+static :class:`Explorer`; ``show`` binds it to a live :class:`etp_viz.live.Session`
 (:class:`LiveExplorer`); ``export`` writes one self-contained page; ``bundle`` finds the built
 front end (``js/`` → ``static/``).
 """

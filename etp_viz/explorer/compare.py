@@ -27,10 +27,10 @@ import time
 from typing import Any
 
 import numpy as np
-import traitlets
 
 from etp_viz.live.compare import Comparison
 
+from .headless import traitlets
 from .widget import Explorer
 
 __all__ = ["CompareExplorer"]
@@ -52,26 +52,9 @@ class CompareExplorer(Explorer):
         self._last_push = 0.0
         self._in_run = False
         self.pushes = 0
+        self.exact_learners: list[str] = []
         self.view_model = self._with_claims(self.view_model)
-        labels = list(comparison.labels)
-        panels = [{"name": "loss", "kind": "compare", "title": "loss", "labels": labels}]
-        if int(comparison.options["fidelity_every"]) > 0:
-            window = int(comparison.options["fidelity_window"])
-            panels += [
-                {
-                    "name": "cosine",
-                    "kind": "compare",
-                    "title": f"fidelity: cosine to BPTT over {window} steps",
-                    "labels": labels,
-                },
-                {
-                    "name": "rel_error",
-                    "kind": "compare",
-                    "title": f"fidelity: relative error to BPTT over {window} steps",
-                    "labels": labels,
-                },
-            ]
-        self.live_panels = panels
+        self.live_panels = self._panel_specs()
         self._requests.update(
             {
                 "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
@@ -138,6 +121,71 @@ class CompareExplorer(Explorer):
             "live_status": dict(self.live_status),
         }
 
+    def _panel_specs(self) -> list[dict[str, Any]]:
+        """Overlaid loss (smoothed, raw faint, chance), accuracy of a classification task,
+        and the fidelity panels, whose titles name the learners claimed exact."""
+        from .live_panels import TOOLTIPS, chance_levels, episode_length
+
+        comparison = self.comparison
+        labels = list(comparison.labels)
+        first = next(iter(comparison.sessions.values()))
+        chance = chance_levels(comparison.options.get("task"))
+        masked = first.probe.classification
+        loss = {
+            "name": "loss",
+            "kind": "compare",
+            "title": "loss" + (" (steps with a target)" if masked else ""),
+            "labels": labels,
+            "tooltip": TOOLTIPS["loss"] + (TOOLTIPS["loss_masked"] if masked else ""),
+            "x_label": "step",
+            "y_label": "loss",
+            "smooth": True,
+            "episode": episode_length(comparison.options.get("task")),
+        }
+        panels = [{**loss, "chance": chance["loss"]} if "loss" in chance else loss]
+        if "accuracy/correct" in first.recorder.spec:
+            accuracy = {
+                "name": "accuracy",
+                "kind": "compare",
+                "title": "accuracy",
+                "labels": labels,
+                "tooltip": TOOLTIPS["accuracy"],
+                "x_label": "step",
+                "y_label": "accuracy",
+                "smooth": True,
+                "episode": episode_length(comparison.options.get("task")),
+            }
+            if "accuracy" in chance:
+                accuracy["chance"] = chance["accuracy"]
+            panels.append(accuracy)
+        if int(comparison.options["fidelity_every"]) > 0:
+            window = int(comparison.options["fidelity_window"])
+            exact = self.exact_learners
+            note = (
+                f" — exact: {', '.join(exact)}"
+                if exact
+                else " — no learner is exact on every weight"
+            )
+            tooltip = TOOLTIPS["fidelity"] + (
+                f" Claimed exact on every weight: {', '.join(exact)} (their cosine stays at 1)."
+                if exact
+                else ""
+            )
+            for name, what in (("cosine", "cosine to BPTT"), ("rel_error", "relative error")):
+                panels.append(
+                    {
+                        "name": name,
+                        "kind": "compare",
+                        "title": f"fidelity: {what} over {window} steps{note}",
+                        "labels": labels,
+                        "exact": exact,
+                        "tooltip": tooltip,
+                        "x_label": "step",
+                        "y_label": "cosine" if name == "cosine" else "rel. error",
+                    }
+                )
+        return panels
+
     # -- claims ------------------------------------------------------------------------------
     def _with_claims(self, vm: dict | None) -> dict | None:
         """Each weight of the view model with one claim per algorithm."""
@@ -145,12 +193,14 @@ class CompareExplorer(Explorer):
             return vm
         from etp_viz.view.weights import claims_by_weight
 
-        per_algorithm = {}
+        per_algorithm, dropped = {}, {}
         for label, session in self.comparison.sessions.items():
             algorithm = session.algorithm
             graph = getattr(algorithm, "graph", None)
             try:
-                per_algorithm[label] = claims_by_weight(graph.gradient_claims(algorithm))
+                raw = graph.gradient_claims(algorithm)
+                per_algorithm[label] = claims_by_weight(raw)
+                dropped[label] = _dropped_by_weight(raw)
             except Exception as error:  # noqa: BLE001 - a learner that states no claims
                 per_algorithm[label] = {"": ("unknown", f"{type(error).__name__}: {error}")}
         weights = []
@@ -159,7 +209,19 @@ class CompareExplorer(Explorer):
             for label, table in per_algorithm.items():
                 kind, reason = table.get(weight["path"], table.get("", ("none", "")))
                 claims.append({"algorithm": label, "claim": kind, "reason": reason})
-            weights.append({**weight, "claims": claims})
+            weights.append({**weight, "claims": claims, **_gap(weight, claims, dropped, vm)})
+        learned = [w for w in weights if w.get("status") != "not_learned"]
+        self.exact_learners = [
+            label
+            for label in per_algorithm
+            if learned
+            and all(
+                c["claim"] == "exact"
+                for w in learned
+                for c in w["claims"]
+                if c["algorithm"] == label
+            )
+        ]
         return {**vm, "weights": weights}
 
     # -- comparison → front end ------------------------------------------------------------
@@ -188,11 +250,17 @@ class CompareExplorer(Explorer):
         histories = self.histories
         if all(h.num_steps == 0 for h in histories.values()):
             return
+        from .live_panels import accuracy_series, masked_loss
+
         series: dict[str, list[np.ndarray]] = {p["name"]: [] for p in self.live_panels}
         for history in histories.values():
             steps = np.asarray(history.steps[-COMPARE_WINDOW:], np.float64)
-            loss = np.asarray(history.recent("loss", COMPARE_WINDOW), np.float64)
+            # a masked task's loss is NaN on steps without a target (smoothed over the others)
+            loss = np.asarray(masked_loss(history, COMPARE_WINDOW), np.float64)
             series["loss"].append(np.stack([steps[-len(loss) :], loss], axis=1))
+            if "accuracy" in series:
+                accuracy = np.asarray(accuracy_series(history, COMPARE_WINDOW), np.float64)
+                series["accuracy"].append(np.stack([steps[-len(accuracy) :], accuracy], axis=1))
             checkpoints = history.fidelity[-COMPARE_WINDOW:]
             for name in ("cosine", "rel_error"):
                 if name in series:
@@ -237,6 +305,60 @@ class CompareExplorer(Explorer):
             self.comparison.auto_round = False
         self._update_status()
         return {"steps_per_frame": self.comparison.steps_per_round}
+
+
+def _dropped_by_weight(claims: Any) -> dict[str, list[int]]:
+    """``{ParamState path: equation indices of the Jacobian terms its claims drop}``."""
+    from etp_viz.view.weights import path_text
+
+    out: dict[str, list[int]] = {}
+    for key, claim in claims.items():
+        owner = path_text(claim.weight_path) if claim.weight_path else key
+        out.setdefault(owner, []).extend(int(i) for i in getattr(claim, "dropped", ()) or ())
+    return out
+
+
+def _gap(weight: dict, claims: list[dict], dropped: dict, vm: dict) -> dict[str, Any]:
+    """Why the learners differ on one weight: ``gap`` (a sentence naming the approximate
+    learners, the terms they drop and the exact ones) and, from the first approximate
+    learner, the ``dropped_nodes`` / ``dropped_edges`` the graph draws dashed."""
+    approximate = [c for c in claims if c["claim"] == "approximate"]
+    if not approximate:
+        return {}
+    from etp_viz.view.plain import plain_drop
+
+    def drops(claim: dict) -> list[str]:
+        parts = (claim["reason"] or "").split("; ")
+        return [plain_drop(p) for p in parts if p.strip().startswith("drops")]
+
+    droppers = [c for c in approximate if drops(c)]
+    sentences = []
+    if droppers:
+        terms = list(dict.fromkeys(t for c in droppers for t in drops(c)))
+        names = ", ".join(c["algorithm"] for c in droppers)
+        verb = "drops" if len(droppers) == 1 else "drop"
+        sentences.append(f"{names} {verb} part of the gradient: {'; '.join(terms)}")
+    for c in approximate:
+        if c not in droppers:
+            sentences.append(f"{c['algorithm']} is approximate ({c['reason'] or 'no reason'})")
+    for c in claims:
+        if c["claim"] == "none":
+            sentences.append(f"{c['algorithm']} does not learn it online")
+    exact = [c["algorithm"] for c in claims if c["claim"] == "exact"]
+    if exact:
+        sentences.append(f"exact: {', '.join(exact)}; the gap between them comes from this")
+    text = ". ".join(sentences) + "."
+    if droppers:
+        approximate = droppers
+    node_ids = {n["id"] for n in vm.get("nodes") or []}
+    first = approximate[0]["algorithm"]
+    nodes = [f"e{i}" for i in sorted(set(dropped.get(first, {}).get(weight["path"], [])))]
+    nodes = [n for n in nodes if n in node_ids][:12]
+    edges = [e["id"] for e in vm.get("edges") or [] if e.get("target") in set(nodes)]
+    extra: dict[str, Any] = {"gap": text}
+    if nodes:
+        extra.update({"dropped_nodes": nodes, "dropped_edges": edges})
+    return extra
 
 
 def _pad(arrays: list[np.ndarray]) -> np.ndarray:

@@ -24,12 +24,12 @@ import time
 from typing import Any
 
 import numpy as np
-import traitlets
 
 from etp_viz.live.frame_data import gather_frame
 from etp_viz.live.session import SESSION_OPTIONS, Session
 from etp_viz.live.sources import ALGORITHM_NAMES, algorithm_name
 
+from .headless import require_widget_packages, traitlets
 from .widget import Explorer, validate_options
 
 __all__ = ["LiveExplorer", "show"]
@@ -155,7 +155,12 @@ class LiveExplorer(Explorer):
         from etp_viz import plot
 
         images = []
-        for name, draw in (("loss", plot.loss), ("trace magnitudes", plot.trace_magnitudes)):
+        figures = (
+            ("loss", plot.loss),
+            ("accuracy", plot.accuracy),
+            ("trace magnitudes", plot.trace_magnitudes),
+        )
+        for name, draw in figures:
             try:
                 fig = draw(history)
             except Exception:  # noqa: BLE001 - a missing series leaves its plot out
@@ -173,24 +178,10 @@ class LiveExplorer(Explorer):
         }
 
     # -- session → front end ---------------------------------------------------------------
-    def _panel_specs(self) -> list[dict[str, str]]:
-        names = ["loss"] + [
-            n
-            for n in self.session.recorder.names
-            if n.split("/")[0] in ("trace", "trace_x", "trace_f")
-        ]
-        panels = [
-            {"name": n, "kind": "line", "title": "loss" if n == "loss" else f"‖{n}‖"} for n in names
-        ]
-        for name, shape in self.session.recorder.spec.items():
-            kind = name.split("/")[0]
-            if kind in ("df", "dhdh") and shape:
-                title = ("dh/dy " if kind == "df" else "dh/dh diagonal ") + name.split("/", 1)[1]
-                panels.append({"name": name, "kind": "heatmap", "title": title})
-        if getattr(self.session, "_fidelity", None) is not None:
-            title = "gradient fidelity vs BPTT (cosine, rel. error)"
-            panels.append({"name": "fidelity", "kind": "fidelity", "title": title})
-        return panels
+    def _panel_specs(self) -> list[dict[str, Any]]:
+        from .live_panels import panel_specs
+
+        return panel_specs(self.session)
 
     def _on_session_event(self, session: Session, event: str) -> None:
         now = time.monotonic()
@@ -214,19 +205,16 @@ class LiveExplorer(Explorer):
         history = self.session.history
         if history.num_steps == 0:
             return
+        from .live_panels import panel_values
+
         for spec in self.live_panels:
             if self.record is not None and spec["name"] not in self.record | {"loss"}:
                 continue
-            values, meta = None, {"step": int(history.steps[-1])}
-            if spec["kind"] == "heatmap" and spec["name"] in history:
-                # measured steps only: one column each, labelled with its step number
-                steps, values = history.measured(spec["name"], LIVE_WINDOW)
-                meta["steps"] = [int(s) for s in steps]
-            elif spec["name"] in history:  # the last rows only: no dense copy of a long run
-                values = history.recent(spec["name"], LIVE_WINDOW)
-            if spec["name"] == "fidelity" and history.fidelity:
-                values = [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity]
-            if values is not None:
+            # heatmaps: measured steps only; lines: the last rows only (no dense copy of a
+            # long run); activity: the last episode (see live_panels.panel_values)
+            pushed = panel_values(history, spec, LIVE_WINDOW)
+            if pushed is not None:
+                values, meta = pushed
                 self.push_live(spec["name"], np.asarray(values[-LIVE_WINDOW:], np.float32), **meta)
         self.pushes += 1
 
@@ -300,11 +288,23 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
     **options
         Explorer display options (see ``Explorer``) and live-session options
         (:data:`~etp_viz.live.session.SESSION_OPTIONS`: ``algorithm``, ``task``, ``data``,
-        ``loss``, ``optimizer``, ``learning_rate``, ``decay``, ``steps_per_frame``, …).
+        ``loss``, ``optimizer``, ``learning_rate``, ``update``, ``decay``, ``steps_per_frame``,
+        …). ``optimizer``, ``learning_rate``, ``update`` and ``bptt_window`` left at None take
+        the task's recipe (``task.recipe()``: chosen so that the task visibly learns).
         A list ``algorithm=["d_rtrl", "eprop", "snap2", "bptt"]`` opens compare mode
         (:class:`~etp_viz.explorer.compare.CompareExplorer`): the algorithms in lockstep on
         copies of the model, overlaid loss and fidelity, each algorithm's claim per weight.
+
+    Raises ``ImportError`` naming ``pip install "etp-viz[explorer]"`` when the widget packages
+    are missing (:func:`build_explorer` builds the same explorer headless, for a saved page).
     """
+    require_widget_packages()
+    return build_explorer(model, *example_inputs, **options)
+
+
+def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
+    """:func:`show` without the widget packages' check: with the core dependencies only, a
+    headless explorer whose ``save_html`` writes the offline page (what the demo uses)."""
     live = {k: options.pop(k) for k in list(options) if k in SESSION_OPTIONS}
     max_rate = options.pop("max_rate", 20.0)
     try:

@@ -38,7 +38,7 @@ import jax
 import numpy as np
 
 from .session import SESSION_OPTIONS, Session, check_options
-from .sources import DataSource, UserCodeError, live_algorithm_name
+from .sources import DataSource, UserCodeError, apply_recipe, live_algorithm_name
 
 __all__ = ["COMPARE_OPTIONS", "Comparison", "SharedStream", "learner_state_bytes"]
 
@@ -161,7 +161,7 @@ class Comparison:
 
     def __init__(self, model: Any, x: Any, algorithms: Any, **options: Any) -> None:
         check_options(options, COMPARE_OPTIONS, "Comparison")
-        opts = {**COMPARE_OPTIONS, **options}
+        opts = apply_recipe({**COMPARE_OPTIONS, **options})  # the task's recipe: one for all
         algorithms = _check_algorithms(algorithms)
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)

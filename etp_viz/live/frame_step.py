@@ -85,16 +85,18 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
 
     grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
     every = max(1, int(session.record_every if every is None else every))
-    heavy_columns = jnp.asarray(session._heavy_columns)
+    heavy_columns = jnp.asarray(recorder.heavy_mask())
 
     def train_step(opt_state: Any, x_t: Any, y_t: Any) -> tuple:
-        grads, loss, _ = grad_fn(x_t, y_t)
+        grads, loss, output = grad_fn(x_t, y_t)
+        # the every-step columns (loss, accuracy counts, activity), read after the step
+        dense = probe.dense_row(loss, output, y_t, grads).astype(recorder.dtype)
         old = {name: state.value for name, state in params.items()}
         updates, new_opt_state = optimizer.update(grads, opt_state, old)
         new = {name: jax.tree.map(lambda p, u: p + u, old[name], updates[name]) for name in params}
-        return loss, grads, updates, old, new, new_opt_state
+        return (loss, dense), grads, updates, old, new, new_opt_state
 
-    loss_column = recorder.columns["loss"][0]
+    dense_width = recorder.dense_width
 
     # the learn hook's per-step df / dh-dh summary is only read on measured steps: a plain
     # step puts the previous record back, so XLA drops the summary from the plain steps
@@ -102,16 +104,17 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
 
     def plain_step(opt_state: Any, inputs: tuple) -> tuple:
         kept = record.value if record is not None else None
-        loss, _, _, _, new, opt_state = train_step(opt_state, *inputs)
+        (_, dense), _, _, _, new, opt_state = train_step(opt_state, *inputs)
         for name, state in params.items():
             state.value = new[name]
         if record is not None:
             record.value = kept
-        return opt_state, loss
+        return opt_state, dense
 
     def block(opt_state: Any, xs: Any, ys: Any) -> tuple:
-        """``length - 1`` plain steps (loss only), then one measured step (every metric):
-        the ``(length,)`` losses and the measured step's ``(width,)`` row."""
+        """``length - 1`` plain steps (the dense columns only: loss, accuracy, activity), then
+        one measured step (every metric): the ``(length, dense_width)`` dense rows and the
+        measured step's ``(width,)`` row."""
         length = jax.tree.leaves(xs)[0].shape[0]
         losses = []
         if length > 1:
@@ -119,11 +122,11 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
             opt_state, plain = brainstate.transform.scan(plain_step, opt_state, tuple(head))
             losses.append(plain.astype(recorder.dtype))
         x_t, y_t = (jax.tree.map(lambda a: a[-1], t) for t in (xs, ys))
-        loss, grads, updates, _, new, opt_state = train_step(opt_state, x_t, y_t)
+        (loss, dense), grads, updates, _, new, opt_state = train_step(opt_state, x_t, y_t)
         for name, state in params.items():
             state.value = new[name]
-        row = probe.row(loss, grads, updates, True).astype(recorder.dtype)
-        losses.append(row[loss_column][None])
+        row = probe.row(loss, grads, updates, True, dense).astype(recorder.dtype)
+        losses.append(row[:dense_width][None])
         return opt_state, (jnp.concatenate(losses) if len(losses) > 1 else losses[0], row)
 
     def fast_frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
@@ -139,7 +142,7 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
             opt_state, (block_losses, rows) = brainstate.transform.scan(
                 lambda o, xy: block(o, *xy), opt_state, tuple(blocks)
             )
-            losses.append(block_losses.reshape(full * every))
+            losses.append(block_losses.reshape(full * every, dense_width))
             measured.append(rows)
         elif full == 1:
             opt_state, (block_losses, row) = block(
@@ -168,12 +171,12 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
     def careful_step(carry: tuple, inputs: tuple) -> tuple:
         status, opt_state = carry
         x_t, y_t, scheduled = inputs
-        loss, grads, updates, old, new, new_opt_state = train_step(opt_state, x_t, y_t)
+        (loss, dense), grads, updates, old, new, new_opt_state = train_step(opt_state, x_t, y_t)
         checks_ok = probe.check_state(new)
         measured = scheduled
         if every > 1:  # a failing step is measured in full
             measured = scheduled | ~(jnp.isfinite(loss) & jnp.all(checks_ok))
-        row = probe.row(loss, grads, updates, measured)
+        row = probe.row(loss, grads, updates, measured, dense)
         valid = None if every == 1 else ~heavy_columns | measured
         status, row, written = recorder.check_row(status, row, valid, checks_ok)
         keep = ~status["halted"]

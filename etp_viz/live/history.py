@@ -13,6 +13,13 @@ kind                 meaning                                                    
 ``dhdh``             dh/dh diagonal of a hidden group: first units               ``(k,)``
 ``grad_norm``        ‖online gradient‖ of a parameter                            ``()``
 ``update_norm``      ‖weight change‖ applied by the optimizer                    ``()``
+``accuracy``         ``correct`` / ``labelled``: rows classified right / with a   ``()``
+                     target this step (classification tasks; every step)
+``activity``         a few units of batch element 0, every step, the last         ``(k,)``
+                     :data:`ACTIVITY_KEEP` steps only (:meth:`History.activity`):
+                     ``hidden`` (membrane potential / hidden value), ``spikes``,
+                     ``output`` / ``target`` (the readout), ``synapse`` (one
+                     synapse's trace, its unit's learning signal, its gradient)
 ===================  ==========================================================  ==========
 
 ``loss`` is measured every step. The others are measured on every ``record_every``-th step of
@@ -42,9 +49,32 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["History", "load_history"]
+__all__ = ["ACTIVITY_KEEP", "History", "load_history", "task_levels"]
 
 _META_KEY = "__meta__"
+#: Most recent steps of the activity rows kept (``activity/*``: recorded every step, shown
+#: as the last episode or two; older rows are dropped).
+ACTIVITY_KEEP = 2048
+
+
+def task_levels(task: Any) -> dict[str, Any]:
+    """What a plot of a run on ``task`` needs besides the numbers (``History.meta``):
+    ``episode`` (steps per episode: the smoothing window), ``chance_loss`` and
+    ``chance_accuracy`` (the levels of a guess that ignores the input), those it has."""
+    out: dict[str, Any] = {}
+    if task is None:
+        return out
+    steps = getattr(task, "n_steps", None)
+    if isinstance(steps, int) and steps > 1:
+        out["episode"] = steps
+    for name in ("chance_loss", "chance_accuracy"):
+        try:
+            value = getattr(task, name, None)
+        except Exception:  # noqa: BLE001 - a task that cannot say: no chance line
+            value = None
+        if isinstance(value, int | float) and np.isfinite(value):
+            out[name] = float(value)
+    return out
 
 
 class _Grow:
@@ -249,7 +279,12 @@ class History:
         if steps.size == 0:
             return
         total = self.num_steps
+        activity = {n: v for n, v in values.items() if n.startswith("activity/")}
+        if activity:
+            self._extend_activity(steps, activity)
         for name, rows in values.items():
+            if name in activity:
+                continue
             rows = np.asarray(rows)
             at = None if measured is None else measured.get(name)
             if at is None and rows.shape[0] != steps.size:
@@ -269,6 +304,39 @@ class History:
         """Forget every recorded step and metric (fidelity, failure and meta are kept)."""
         self._steps = _Grow((), np.int64)
         self._columns: dict[str, _Column] = {}
+        self._activity_steps = np.zeros((0,), np.int64)
+        self._activity: dict[str, np.ndarray] = {}
+
+    def _extend_activity(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        """Append activity rows, keeping the last :data:`ACTIVITY_KEEP` steps."""
+        keep = ACTIVITY_KEEP
+        self._activity_steps = np.concatenate([self._activity_steps, steps])[-keep:]
+        for name, rows in values.items():
+            old = self._activity.get(name)
+            rows = np.asarray(rows)
+            joined = rows if old is None else np.concatenate([old, rows])
+            self._activity[name] = joined[-keep:]
+
+    @property
+    def activity_names(self) -> list[str]:
+        """The activity series recorded (``activity/hidden``, ``activity/spikes``, …)."""
+        return list(self._activity)
+
+    def activity(self, name: str, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, rows)`` of one activity series: the last ``n`` of the kept steps.
+
+        >>> h = History()
+        >>> h.extend(np.arange(3), {"loss": np.zeros(3), "activity/hidden": np.eye(3)})
+        >>> steps, rows = h.activity("activity/hidden", 2)
+        >>> steps.tolist(), rows.shape, "activity/hidden" in h.names
+        ([1, 2], (2, 3), False)
+        """
+        if name not in self._activity:
+            raise KeyError(f"No activity {name!r}; recorded: {sorted(self._activity)}")
+        rows = self._activity[name]
+        steps = self._activity_steps[-rows.shape[0] :] if rows.shape[0] else rows[:0, 0]
+        start = 0 if n is None else max(rows.shape[0] - int(n), 0)
+        return steps[start:], rows[start:]
 
     def clear(self) -> None:
         """Forget every recorded step (meta is kept)."""
@@ -291,12 +359,17 @@ class History:
             as_object[~np.isfinite(np.asarray(array, np.float64))] = None
             return as_object.tolist()
 
+        activity = {
+            "steps": self._activity_steps.tolist(),
+            "values": {name: clean(rows) for name, rows in self._activity.items()},
+        }
         return {
             "steps": self.steps.tolist(),
             "metrics": {name: clean(values) for name, values in self.metrics.items()},
             "fidelity": self.fidelity,
             "failure": self.failure,
             "meta": self.meta,
+            "activity": activity,
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -304,6 +377,8 @@ class History:
         :func:`load_history`."""
         header = {"fidelity": self.fidelity, "failure": self.failure, "meta": self.meta}
         arrays = {f"m:{name}": values for name, values in self.metrics.items()}
+        arrays.update({f"a:{name}": rows for name, rows in self._activity.items()})
+        arrays["activity_steps"] = self._activity_steps
         buffer = io.BytesIO()
         np.savez_compressed(
             buffer, steps=self.steps, **{_META_KEY: np.array(json.dumps(header))}, **arrays
@@ -333,10 +408,26 @@ def load_history(path: str | os.PathLike) -> History:
             )
         header = json.loads(str(data[_META_KEY]))
         metrics = {name[2:]: data[name] for name in data.files if name.startswith("m:")}
-        return History(
+        history = History(
             steps=data["steps"],
             metrics=metrics,
             fidelity=header.get("fidelity", []),
             failure=header.get("failure"),
             meta=header.get("meta", {}),
         )
+        activity = {name[2:]: data[name] for name in data.files if name.startswith("a:")}
+        if activity and "activity_steps" in data.files:
+            history._extend_activity(data["activity_steps"], activity)
+        return history
+
+
+def final_loss_text(history: History) -> str:
+    """The loss averaged over the last episode (the last 100 steps without a task), counting
+    only steps with a target when the loss is masked; the task's chance level beside it."""
+    meta = history.meta
+    recent = np.asarray(history.loss[-int(meta.get("episode", 100)) :], float)
+    if meta.get("chance_accuracy") is not None and np.any(recent != 0):
+        recent = recent[recent != 0]  # a masked loss is exactly 0 on steps without a target
+    line = f"final loss {float(np.mean(recent)):.4g} (mean over the last {len(recent)} steps"
+    chance = meta.get("chance_loss")
+    return line + (f"; chance {chance:.4g})" if chance is not None else ")")

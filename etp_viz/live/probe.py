@@ -13,8 +13,14 @@ from typing import Any
 import brainstate
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Probe", "path_name", "tree_norm"]
+__all__ = ["ACTIVITY_UNITS", "Probe", "path_name", "task_accuracy", "tree_norm"]
+
+#: Units of the activity views (spikes, membrane potentials / hidden values): the first ones.
+ACTIVITY_UNITS = 8
+#: Outputs (and targets) of the readout activity view: the first ones.
+ACTIVITY_OUTPUTS = 4
 
 
 def path_name(path: Any) -> str:
@@ -60,7 +66,7 @@ class Probe:
         The model it trains (its states are not traces).
     """
 
-    def __init__(self, algorithm: Any, model: Any) -> None:
+    def __init__(self, algorithm: Any, model: Any, task: Any = None) -> None:
         self.param_states = {path_name(p): s for p, s in dict(algorithm.param_states).items()}
         self.relation_names: dict[str, list[str]] = {}
         self.etrace = getattr(algorithm, "etrace", None)
@@ -83,6 +89,9 @@ class Probe:
         self.hidden_states = {
             n: s for n, s in model_states.items() if isinstance(s, brainstate.HiddenState)
         }
+        self.accuracy_fn = task_accuracy(task)
+        self.classification = self.accuracy_fn is not None
+        self.activity = _activity_plan(algorithm, model, self, task)
         self._jacobian_spec = _record_jacobians(algorithm, self)
         #: True when the algorithm's ``step_data_record`` state feeds the df / dh-dh columns
         self.records_step_data = bool(self._jacobian_spec)
@@ -92,9 +101,36 @@ class Probe:
                 "use etp_viz.D_RTRL / ES_D_RTRL)"
             )
 
-    def spec(self) -> dict[str, tuple[int, ...]]:
-        """Metric name → per-step shape (``loss`` first: the only metric measured every step)."""
+    def dense_spec(self) -> dict[str, tuple[int, ...]]:
+        """The metrics recorded on every step, in row order: the loss, the accuracy counts of
+        a classification task (``accuracy/correct``, ``accuracy/labelled``: correct and
+        labelled rows of the step) and the activity rows (``activity/*``, a few units of
+        batch element 0, see :func:`_activity_plan`)."""
         spec: dict[str, tuple[int, ...]] = {"loss": ()}
+        if self.accuracy_fn is not None:
+            spec["accuracy/correct"] = ()
+            spec["accuracy/labelled"] = ()
+        spec.update(self.activity["spec"])
+        return spec
+
+    def dense_row(self, loss: Any, output: Any, target: Any, grads: dict) -> jax.Array:
+        """This step's :meth:`dense_spec` values as one float32 vector (traceable, cheap:
+        slices of a few units, two reductions over one weight column)."""
+        parts = [jnp.asarray(loss, jnp.float32).reshape(1)]
+        if self.accuracy_fn is not None:
+            correct, labelled = self.accuracy_fn(output, target)
+            parts.append(
+                jnp.stack([jnp.asarray(correct), jnp.asarray(labelled)]).astype(jnp.float32)
+            )
+        parts += [
+            v.astype(jnp.float32).reshape(-1)
+            for v in _activity_row(self.activity, self.algorithm, output, target, grads)
+        ]
+        return jnp.concatenate(parts)
+
+    def spec(self) -> dict[str, tuple[int, ...]]:
+        """Metric name → per-step shape (the :meth:`dense_spec` first: measured every step)."""
+        spec = self.dense_spec()
         for name in self.trace_states:
             spec[f"{_trace_kind(name)}/{name}"] = ()
         for metric in self._trace_layout:
@@ -120,8 +156,12 @@ class Probe:
         trees += [s.value for s in self.hidden_states.values()]
         return jnp.stack([_all_finite(tree) for tree in trees])
 
-    def row(self, loss: Any, grads: dict, updates: dict, measured: Any) -> jax.Array:
-        """This step's packed row (traceable), in :meth:`spec` order. The heavy metrics (trace,
+    def row(
+        self, loss: Any, grads: dict, updates: dict, measured: Any, dense: Any = None
+    ) -> jax.Array:
+        """This step's packed row (traceable), in :meth:`spec` order; ``dense``: the step's
+        :meth:`dense_row` (default: the loss alone, for a probe recording nothing else
+        densely). The heavy metrics (trace,
         gradient and weight-change norms) are computed under ``lax.cond(measured, ...)`` and
         are NaN ("not measured") otherwise; df / dh-dh come from the step-data hook and are
         masked to NaN the same way."""
@@ -137,7 +177,9 @@ class Probe:
             norms = _heavy_norms(operands)
         else:
             norms = jax.lax.cond(measured, _heavy_norms, _unmeasured_norms, operands)
-        parts = [jnp.asarray(loss, jnp.float32).reshape(1), norms[: len(traces)]]
+        if dense is None:
+            dense = jnp.asarray(loss, jnp.float32).reshape(1)
+        parts = [dense, norms[: len(traces)]]
         if self._jacobian_spec:
             record = self.algorithm.step_data_record.value
             values = [jnp.asarray(record[n], jnp.float32).reshape(-1) for n in self._jacobian_spec]
@@ -250,3 +292,183 @@ def _record_jacobians(algorithm: Any, probe: Probe) -> dict[str, tuple[int, ...]
     except Exception:  # noqa: BLE001 - an algorithm whose data lacks df/dh_dh: not recorded
         return {}
     return {name: tuple(value.shape) for name, value in state.value.items()}
+
+
+# -- accuracy of a classification task -------------------------------------------------------
+
+
+def masked_accuracy(y_pred: jax.Array, y_target: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(n_correct, n_labelled)`` of one step: rows with a one-hot target (all zeros: no
+    label at this step), correct where the arg-max of the prediction is the labelled class."""
+    y_pred = jnp.asarray(y_pred).reshape(-1, jnp.shape(y_pred)[-1])
+    y_target = jnp.asarray(y_target).reshape(-1, jnp.shape(y_target)[-1])
+    labelled = jnp.sum(y_target, axis=-1) > 0
+    hit = jnp.argmax(y_pred, axis=-1) == jnp.argmax(y_target, axis=-1)
+    return jnp.sum(hit & labelled), jnp.sum(labelled)
+
+
+def task_accuracy(task: Any) -> Any:
+    """The per-step ``(n_correct, n_labelled)`` function of a classification task
+    (``task.is_classification``): ``task.accuracy``, else :func:`masked_accuracy`; None for
+    anything else (a regression task, custom data)."""
+    if task is None or not getattr(task, "is_classification", False):
+        return None
+    accuracy = getattr(task, "accuracy", None)
+    return accuracy if callable(accuracy) else masked_accuracy
+
+
+# -- activity views: a few units, every step --------------------------------------------------
+
+
+def _first_rows(value: Any, count: int) -> jax.Array:
+    """Batch element 0 of a ``(*lead, H)`` array, its first ``count`` entries."""
+    value = jnp.asarray(value)
+    if value.ndim == 0:
+        return value.reshape(1)
+    return value.reshape(-1, value.shape[-1])[0, :count]
+
+
+def _module_at(model: Any, path: str) -> Any:
+    owner = model
+    for part in path.split(".")[:-1]:
+        try:  # a list of layers is indexed (``layers.0.V``)
+            owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+    return owner
+
+
+def _activity_plan(algorithm: Any, model: Any, probe: Probe, task: Any) -> dict[str, Any]:
+    """What the activity views record every step (a handful of numbers):
+
+    - ``activity/hidden``: the first :data:`ACTIVITY_UNITS` units of the first hidden state of
+      the model (a spiking layer's membrane potential ``V`` when there is one), batch 0;
+    - ``activity/spikes``: the spikes of that spiking layer (``layer.spike()``);
+    - ``activity/output`` / ``activity/target``: the readout and its target (first outputs of
+      a task; a classification task's readout as softmax probabilities);
+    - ``activity/synapse``: the synapses ``W[0, j]`` (input 0 → unit ``j``, the first
+      :data:`ACTIVITY_UNITS` units) of the first weight of the first online relation, rows
+      ``(ε_0j, L_j, g_0j)``: the eligibility trace (batch 0), the learning signal of unit
+      ``j`` and the online gradient this step (the view shows one unit: the most active one,
+      or the one clicked). The learning signal is
+      ``Σ_i g_ij ε_ij / Σ_i ε_ij²`` over the unit's synapses: exactly ``∂L/∂h_j`` when
+      ``g_ij = L_j ε_ij`` (one hidden state per unit, batch 1; with a batch, the trace is
+      batch element 0's and the gradient the batch's).
+    """
+    plan: dict[str, Any] = {"spec": {}, "hidden": None, "layer": None, "synapse": None}
+    hidden = probe.hidden_states
+    spiking = None
+    for path, state in hidden.items():
+        layer = _module_at(model, path)
+        if path.endswith(".V") and callable(getattr(layer, "spike", None)):
+            spiking = (path, state, layer)
+            break
+    if spiking is not None:
+        plan["hidden"], plan["layer"] = spiking[0], spiking[2]
+        plan["hidden_state"] = spiking[1]
+    elif hidden:
+        plan["hidden"], plan["hidden_state"] = next(iter(hidden.items()))
+    if plan["hidden"] is not None:
+        units = int(np.prod(jnp.shape(plan["hidden_state"].value)[-1:], dtype=np.int64))
+        plan["spec"]["activity/hidden"] = (min(units, ACTIVITY_UNITS),)
+        if plan["layer"] is not None:
+            plan["spec"]["activity/spikes"] = (min(units, ACTIVITY_UNITS),)
+    outputs = getattr(task, "output_size", None)
+    if isinstance(outputs, int) and outputs > 0:
+        plan["spec"]["activity/output"] = (min(outputs, ACTIVITY_OUTPUTS),)
+        plan["spec"]["activity/target"] = (min(outputs, ACTIVITY_OUTPUTS),)
+        plan["softmax"] = probe.classification
+    plan["synapse"] = _pick_synapse(algorithm, probe)
+    if plan["synapse"] is not None:
+        plan["spec"]["activity/synapse"] = (3, plan["synapse"]["units"])
+    return plan
+
+
+def _pick_synapse(algorithm: Any, probe: Probe) -> dict[str, Any] | None:
+    """Synapse ``[0, 0]`` of the first weight of relation 0 whose trace has a per-synapse
+    layout (D-RTRL ``(*lead, in, out, S)``; ES-D-RTRL ``ε_x ⊗ ε_f``), else None."""
+    traces_of = getattr(algorithm, "traces_of_path", None)
+    etrace = getattr(algorithm, "etrace", None)
+    plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
+    if traces_of is None or not isinstance(etrace, brainstate.State) or plan is None:
+        return None
+    for relation in getattr(plan, "relations", ()) or ():
+        for leaf, path in sorted((getattr(relation, "weight_paths", {}) or {}).items()):
+            name = path_name(path)
+            if name not in probe.param_states:
+                continue
+            value = probe.param_states[name].value
+            weight = value.get(leaf) if isinstance(value, dict) else value
+            if weight is None or jnp.ndim(weight) != 2:
+                continue
+            try:
+                found = traces_of(etrace.value, path)
+            except Exception:  # noqa: BLE001 - a learner whose traces are not per weight
+                return None
+            for key, trace in found.items():
+                if not (isinstance(key, tuple) and len(key) == 2):
+                    continue
+                shape = tuple(jnp.shape(weight))
+                if _trace_column(trace, leaf, shape, 1) is not None:
+                    units = min(shape[1], ACTIVITY_UNITS)
+                    return {
+                        "name": name,
+                        "path": path,
+                        "leaf": leaf,
+                        "key": key,
+                        "shape": shape,
+                        "i": 0,
+                        "units": units,
+                    }
+    return None
+
+
+def _trace_column(trace: Any, leaf: Any, shape: tuple, units: int) -> jax.Array | None:
+    """The traces ``ε_{:, :units}`` (batch 0, hidden state 0) of every synapse into the first
+    ``units`` units: ``(n_in, units)``."""
+    n_in, n_out = shape
+    if isinstance(trace, dict) and set(trace) == {"x", "f"}:  # ES-D-RTRL: ε_x ⊗ ε_f
+        x, f = trace["x"], trace["f"]
+        if x is None or jnp.shape(x)[-1:] != (n_in,) or jnp.shape(f)[-2:-1] != (n_out,):
+            return None
+        x = jnp.reshape(x, (-1, n_in))[0]
+        f = jnp.reshape(f, (-1, *jnp.shape(f)[-2:]))[0, :units, 0]
+        return x[:, None] * f[None, :]
+    if isinstance(trace, dict):
+        trace = trace.get(leaf)
+    if trace is None or jnp.ndim(trace) < 3 or tuple(jnp.shape(trace)[-3:-1]) != (n_in, n_out):
+        return None
+    return jnp.reshape(trace, (-1, *jnp.shape(trace)[-3:]))[0, :, :units, 0]
+
+
+def _activity_row(
+    plan: dict[str, Any], algorithm: Any, output: Any, target: Any, grads: dict
+) -> list[jax.Array]:
+    """The step's activity values in :func:`_activity_plan`'s spec order (traceable)."""
+    row = []
+    spec = plan["spec"]
+    if "activity/hidden" in spec:
+        units = spec["activity/hidden"][0]
+        row.append(_first_rows(plan["hidden_state"].value, units))
+        if "activity/spikes" in spec:
+            row.append(_first_rows(plan["layer"].spike(), units))
+    if "activity/output" in spec:
+        count = spec["activity/output"][0]
+        if plan.get("softmax"):
+            output = jax.nn.softmax(jnp.asarray(output, jnp.float32), axis=-1)
+        row.append(_first_rows(output, count))
+        row.append(_first_rows(target, count))
+    synapse = plan["synapse"]
+    if synapse is not None:
+        found = algorithm.traces_of_path(algorithm.etrace.value, synapse["path"])
+        units, i = synapse["units"], synapse["i"]
+        traces = _trace_column(found[synapse["key"]], synapse["leaf"], synapse["shape"], units)
+        traces = traces.astype(jnp.float32)
+        grad = grads[synapse["name"]]
+        grad = grad[synapse["leaf"]] if isinstance(grad, dict) else grad
+        grad = jnp.asarray(grad, jnp.float32)[:, :units]
+        energy = jnp.sum(traces * traces, axis=0)
+        safe = jnp.where(energy > 0, energy, 1.0)
+        signal = jnp.where(energy > 0, jnp.sum(grad * traces, axis=0) / safe, 0.0)
+        row.append(jnp.stack([traces[i], signal, grad[i]]))
+    return row

@@ -111,6 +111,7 @@ class Recorder:
         capacity: int = 1024,
         dtype=jnp.float32,
         checks: tuple[str, ...] = (),
+        dense: tuple[str, ...] = ("loss",),
     ) -> None:
         if capacity < 1:
             raise ValueError(f"Recorder capacity must be >= 1, got {capacity}.")
@@ -131,6 +132,18 @@ class Recorder:
         #: Names of the extra finiteness checks (not recorded, e.g. ``weight/W``): their flags
         #: follow the row's columns in the failure record.
         self.checks = list(checks)
+        #: Metrics recorded on every step (the loss, accuracy counts, activity rows): the
+        #: leading columns of the row, handed over densely by :meth:`pack_sparse`.
+        self.dense = [n for n in self.names if n in set(dense)]
+        if self.names[: len(self.dense)] != self.dense:
+            raise ValueError(f"Dense metrics {self.dense} must lead the spec {self.names}.")
+        self.dense_width = self.columns[self.dense[-1]][1] if self.dense else 0
+
+    def heavy_mask(self) -> np.ndarray:
+        """``(width,)`` bool: the columns measured on some steps only (not :attr:`dense`)."""
+        mask = np.ones((self.width,), bool)
+        mask[: self.dense_width] = False
+        return mask
 
     def init(self, rows: bool = True) -> dict[str, Any]:
         """A fresh ring (device arrays): ONE packed ``(capacity, width)`` buffer, write count,
@@ -232,7 +245,8 @@ class Recorder:
         suspect: Any = False,
     ) -> tuple:
         """A frame whose heavy metrics were measured on some steps only, for the host: the
-        ``(n,)`` losses of every step, the ``(m, width)`` rows of the measured steps and
+        dense columns of every step (``(n, dense_width)``, or the ``(n,)`` losses when the
+        loss is the only dense metric), the ``(m, width)`` rows of the measured steps and
         their positions in the frame (``(m,)``, static), plus :meth:`pack`'s status vector.
         Nothing of size ``n x width`` is built on the device; :meth:`drain` expands it (NaN:
         "not measured"). Every row is written (a fast frame does not halt part-way)."""
@@ -249,9 +263,12 @@ class Recorder:
             at.append(pack[2].astype(np.int64) + done)
             done += pack[0].shape[0]
         values = self.unpack(np.concatenate([pack[1] for pack in packs]))
-        values["loss"] = np.concatenate([pack[0] for pack in packs])
+        dense = np.concatenate([pack[0].reshape(pack[0].shape[0], -1) for pack in packs])
+        for name in self.dense:
+            start, stop = self.columns[name]
+            values[name] = dense[:, start:stop].reshape(-1, *self.spec[name])
         where = np.concatenate(at)
-        return done, values, {name: where for name in self.names if name != "loss"}
+        return done, values, {name: where for name in self.names if name not in self.dense}
 
     def _written_rows(self, pack: tuple) -> np.ndarray:
         """The ``(n, width)`` written rows of one transferred :meth:`pack` or
@@ -259,10 +276,10 @@ class Recorder:
         if len(pack) == 2:  # pack(): dense, first column = written
             matrix = pack[0]
             return matrix[matrix[:, 0] > 0.5, 1:]
-        losses, measured, positions, _ = pack  # mixed with dense packs: expanded
-        matrix = np.full((losses.shape[0], self.width), np.nan, np.float32)
+        dense, measured, positions, _ = pack  # mixed with dense packs: expanded
+        matrix = np.full((dense.shape[0], self.width), np.nan, np.float32)
         matrix[positions] = measured
-        matrix[:, self.columns["loss"][0]] = losses
+        matrix[:, : self.dense_width] = dense.reshape(dense.shape[0], -1)
         return matrix
 
     def unpack(self, matrix: np.ndarray) -> dict[str, np.ndarray]:

@@ -52,21 +52,21 @@ from typing import Any
 
 import brainstate
 import jax
-import numpy as np
 
-from etp_viz.learn.sharding import describe_mesh
+from etp_viz.learn.base import describe_mesh
 
 from .frame_data import FrameData, gather_frame
 from .frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
-from .history import History, load_history
+from .history import History, final_loss_text, load_history, task_levels
 from .pacer import FRAME_SECONDS, Pacer, frame_option
 from .probe import Probe
 from .recorder import Recorder
 from .sources import (
     DataSource,
     UserCodeError,
+    apply_recipe,
     build_algorithm,
-    build_optimizer,
+    optimizer_from_options,
     resolve_loss,
 )
 
@@ -79,7 +79,8 @@ SESSION_OPTIONS: dict[str, Any] = {
     "data": None,
     "loss": None,
     "optimizer": None,
-    "learning_rate": 1e-2,
+    "learning_rate": None,
+    "update": None,
     "decay": 0.9,
     "steps_per_frame": "auto",
     "capacity": 8192,
@@ -87,7 +88,7 @@ SESSION_OPTIONS: dict[str, Any] = {
     "fidelity_every": 0,
     "fidelity_window": 20,
     "mesh": None,
-    "bptt_window": 20,
+    "bptt_window": None,
 }
 
 
@@ -120,43 +121,41 @@ class Session:
         ``t -> (x_t, y_t)`` or an iterable of pairs (instead of ``task``).
     loss : callable, optional
         ``(output, target) -> scalar``; default: the task's loss, else MSE.
-    optimizer : optax.GradientTransformation or str, optional
-        Default ``optax.sgd(learning_rate)``.
-    learning_rate : float
-        Used when ``optimizer`` is None or a name.
+    optimizer, learning_rate, update : optional
+        None: the task's :meth:`~etp_viz.tasks.Task.recipe` (else ``'sgd'``, 1e-2, ``'step'``;
+        :func:`~etp_viz.live.sources.apply_recipe`). ``optimizer``: an optax transformation or
+        its name; ``update='episode'`` sums the online gradient over each of the task's
+        episodes and applies it once (:func:`~etp_viz.live.sources.build_optimizer`).
     decay : float, int or pair
         ES-D-RTRL's ``decay_or_rank``.
     steps_per_frame : int or 'auto'
         Steps between two host syncs (one transfer of the frame's record). ``'auto'``
-        (default) starts at 16 and, from measured frame times, moves to the power of two that
-        makes a frame last about :data:`FRAME_SECONDS` (at most ``capacity``): the per-frame
-        host work is then paid once per ~50 ms, not per step.
+        (default): from 16 to the power of two whose frame lasts about :data:`FRAME_SECONDS`
+        (at most ``capacity``), so the per-frame host work is paid once per ~50 ms.
     capacity : int
-        Most steps a frame records on the device before its one host transfer: the bound of
-        ``steps_per_frame='auto'`` and of :meth:`step`'s frames (a frame's record is the loss
-        of each step plus one row per measured step, ~``capacity / record_every`` rows).
+        Most steps a frame records on the device before its one host transfer (the bound of
+        'auto' frames and of :meth:`step`'s; the loss per step, ~``capacity / record_every`` rows).
     record_every : int or 'auto'
         Heavy metrics (trace norms, df / dh-dh, gradient and weight-change norms) are measured
         on every ``record_every``-th step of a frame (positions ``record_every - 1``,
         ``2 record_every - 1``, ...), on each frame's last step and on a failing step; NaN
         elsewhere. 1 measures every step. ``'auto'`` (default): every 32nd step until a step
-        is timed, then about every 2 ms of compute and at least every 32nd step (a power
-        of two; on a model whose step takes ~7 µs that is every 256th step, because a
-        measured step costs several plain ones there). With frames of power-of-two lengths
-        these are the global steps ``t`` with ``(t + 1) % record_every == 0`` for a run
-        started at 0 (and the last step of each shorter frame).
+        is timed, then about every 2 ms of compute and at least every 32nd step (a power of
+        two; every 256th on a ~7 µs step, where a measured step costs several plain ones).
+        With power-of-two frames these are the global steps ``t`` with
+        ``(t + 1) % record_every == 0`` for a run started at 0 (and each frame's last step).
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
-    bptt_window : int
-        The window of ``algorithm='bptt'`` (truncated BPTT, :class:`etp_viz.TruncatedBPTT`).
+    bptt_window : int, optional
+        The window of ``algorithm='bptt'`` (:class:`etp_viz.TruncatedBPTT`); None: the recipe's.
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis (states and traces sharded, weights
-        replicated; :mod:`etp_viz.learn.sharding`); the status line names the devices.
+        replicated; :mod:`etp_viz.learn.base`); the status line names the devices.
     """
 
     def __init__(self, model: Any, x: Any, **options: Any) -> None:
         check_options(options, SESSION_OPTIONS, "Session")
-        opts = {**SESSION_OPTIONS, **options}
+        opts = apply_recipe({**SESSION_OPTIONS, **options})
         spf = frame_option(opts["steps_per_frame"], "steps_per_frame")
         every = frame_option(opts["record_every"], "record_every")
         if opts["task"] is not None and opts["data"] is not None:
@@ -172,20 +171,19 @@ class Session:
         self.options = opts
         self.data = DataSource(source)
         self.loss_fn = resolve_loss(opts["loss"], opts["task"])
-        self.optimizer = build_optimizer(opts["optimizer"], opts["learning_rate"])
+        self.optimizer = optimizer_from_options(opts)
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
         self.algorithm = build_algorithm(
             model, opts["algorithm"], opts["decay"], opts["mesh"], int(opts["bptt_window"])
         )
         self.algorithm.compile_graph(x)
-        self.probe = Probe(self.algorithm, model)
+        self.probe = Probe(self.algorithm, model, task=opts["task"])
         self.params = self.probe.param_states
         capacity = max(int(opts["capacity"]), 1 if spf == "auto" else int(spf))
         self._pacer = Pacer(spf, every, capacity)
-        self.recorder = Recorder(self.probe.spec(), capacity=capacity, checks=self.probe.checks())
-        self._heavy_columns = np.ones((self.recorder.width,), bool)
-        self._heavy_columns[slice(*self.recorder.columns["loss"])] = False
+        spec, dense = self.probe.spec(), tuple(self.probe.dense_spec())
+        self.recorder = Recorder(spec, capacity=capacity, checks=self.probe.checks(), dense=dense)
         self._states_cache: list[Any] | None = None
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
         self._lock = threading.RLock()
@@ -244,6 +242,7 @@ class Session:
             "num_relations": len(getattr(graph, "hidden_param_op_relations", ()) or ()),
             "steps_per_frame": "auto" if self._pacer.auto_frames else self.steps_per_frame,
             "record_every": "auto" if self._pacer.auto_every else self.record_every,
+            **task_levels(self.options["task"]),
         }
 
     @property
@@ -575,11 +574,11 @@ class Session:
     load_history = staticmethod(load_history)
 
     def summary(self) -> str:
-        """A few lines: steps, last loss, failure, last fidelity."""
+        """A few lines: steps, final loss (an episode average), failure, last fidelity."""
         lines = [f"{self.history.meta['algorithm']} on {self.history.meta['task']}: "]
         lines[0] += f"{self.history.num_steps} steps"
         if self.history.num_steps:
-            lines.append(f"final loss {float(self.history.loss[-1]):.4g}")
+            lines.append(final_loss_text(self.history))
         if self.history.fidelity:
             last = self.history.fidelity[-1]
             if last["cosine"] is None:

@@ -40,7 +40,7 @@ def explorer():
 def test_show_with_a_list_opens_compare_mode(explorer):
     assert isinstance(explorer, CompareExplorer)
     names = [p["name"] for p in explorer.live_panels]
-    assert names == ["loss", "cosine", "rel_error"]
+    assert names == ["loss", "cosine", "rel_error"]  # regression: no accuracy panel
     assert all(p["kind"] == "compare" and p["labels"] == ALGORITHMS for p in explorer.live_panels)
 
 
@@ -126,3 +126,55 @@ def test_a_single_live_session_of_a_named_influence_learner_shows_and_verifies_i
         ex.step(6)
         report = ex.verify(steps=4)  # the session's own learner, not D-RTRL by default
     assert report.algorithm == "rtrl" and not report.contradictions
+
+
+def test_panels_teach_chance_smoothing_and_which_learner_is_exact(explorer):
+    loss, cosine = explorer.live_panels[0], explorer.live_panels[1]
+    task = tasks.get_task("sine")
+    assert loss["chance"] == pytest.approx(task.chance_loss)
+    assert loss["smooth"] and loss["episode"] == task.n_steps and loss["tooltip"]
+    assert explorer.exact_learners == ["rtrl"]
+    assert cosine["exact"] == ["rtrl"] and "exact: rtrl" in cosine["title"]
+    assert all(p.get("x_label") and p.get("y_label") for p in explorer.live_panels)
+
+
+def test_each_approximate_weight_names_the_dropped_term_that_explains_the_gap(explorer):
+    node_ids = {n["id"] for n in explorer.view_model["nodes"]}
+    gaps = {w["path"]: w for w in explorer.view_model["weights"] if w.get("gap")}
+    assert "rnn.W.weight" in gaps, [w["path"] for w in explorer.view_model["weights"]]
+    weight = gaps["rnn.W.weight"]
+    approximate = [c["algorithm"] for c in weight["claims"] if c["claim"] == "approximate"]
+    assert approximate and all(name in weight["gap"] for name in approximate)
+    assert "exact: rtrl" in weight["gap"] and "drop" in weight["gap"]
+    assert weight["dropped_nodes"] and set(weight["dropped_nodes"]) <= node_ids
+    json.dumps(explorer.view_model)
+
+
+def test_a_classification_comparison_has_accuracy_and_a_masked_loss():
+    task = tasks.get_task("delayed_recall", seq_len=1, delay=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex = etp_viz.show(
+            task.suggested_model(hidden_size=4),
+            task.example_input(),
+            task=task,
+            algorithm=["d_rtrl", "bptt"],
+            fidelity_every=0,
+        )
+        sent = []
+        ex.send = lambda content, buffers=None: sent.append((content, buffers))
+        ex.step(9)
+    assert [p["name"] for p in ex.live_panels] == ["loss", "accuracy"]
+    accuracy = ex.live_panels[1]
+    assert accuracy["chance"] == pytest.approx(1 / task.output_size)
+    last = {c["name"]: (c, b) for c, b in sent}
+    history = ex.histories["d_rtrl"]
+    labelled = history["accuracy/labelled"] > 0
+    for name in ("loss", "accuracy"):
+        content, buffers = last[name]
+        rows = np.frombuffer(buffers[0], "<f4").reshape(content["shape"])
+        assert np.isnan(rows[0, ~labelled, 1]).all() and np.isfinite(rows[0, labelled, 1]).all()
+    content, buffers = last["accuracy"]
+    rows = np.frombuffer(buffers[0], "<f4").reshape(content["shape"])
+    expected = history["accuracy/correct"][labelled] / history["accuracy/labelled"][labelled]
+    np.testing.assert_allclose(rows[0, labelled, 1], expected)

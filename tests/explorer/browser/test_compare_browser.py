@@ -122,3 +122,48 @@ def test_a_saved_comparison_draws_without_a_kernel(harness):
     assert "step 8" in p.text_content("[data-live-status]")
     assert lines_drawn(page, "cosine") == "4"
     assert page.errors == [] and page.aborted == []
+
+
+def test_compare_mode_shows_every_name_which_learner_is_exact_and_why_the_gap(harness):
+    task = tasks.get_task("delayed_recall", seq_len=1, delay=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explorer = etp_viz.show(
+            task.suggested_model(hidden_size=6),
+            task.example_input(),
+            task=task,
+            algorithm=["d_rtrl", "eprop", "rtrl", "bptt"],
+            fidelity_every=5,
+            fidelity_window=3,
+        )
+        explorer.step(30)
+    page = harness(explorer, "compare_teach")
+    p = page.page
+    p.set_viewport_size({"width": 1400, "height": 1000})
+    p.wait_for_selector("canvas[data-live=loss][data-lines='4']", timeout=30000)
+    # every weight's full name is visible: not clipped by the claim chips or the row height
+    names = p.eval_on_selector_all(
+        "[data-weight] [data-weight-name]",
+        """els => els.map((e) => { const r = e.getBoundingClientRect();
+          const row = e.closest('[data-weight]').getBoundingClientRect();
+          const line = e.parentElement;
+          return [e.textContent, r.right <= row.right + 0.5 && r.bottom <= row.bottom + 0.5,
+                  line.scrollWidth <= line.clientWidth]; })""",
+    )
+    weights = [w["path"] for w in explorer.view_model["weights"]]
+    assert sorted(n for n, _, _ in names) == sorted(weights)
+    assert all(inside and fits for _, inside, fits in names), names
+    # the fidelity panel says which learner is exact; the loss panel is smoothed with chance
+    title = p.text_content("[data-live-panel=cosine] [data-live-title]")
+    assert "exact: rtrl" in title
+    assert p.get_attribute("canvas[data-live=loss]", "data-smoothed") is None  # compare: lines
+    chance = explorer.live_panels[0]["chance"]
+    assert chance == pytest.approx(task.chance_loss)
+    # the weights panel points to the dropped term that explains the gap
+    gap = next(w for w in explorer.view_model["weights"] if w.get("gap") and w["dropped_nodes"])
+    p.click(f"[data-weight='{gap['path']}']")
+    p.wait_for_selector(f"[data-gap='{gap['path']}']")
+    text = p.text_content(f"[data-gap='{gap['path']}']")
+    assert "Why the learners differ" in text and "drop" in text and "exact: rtrl" in text
+    p.screenshot(path="/tmp/etp_viz_screenshots/compare_teaching.png", full_page=True)
+    assert page.errors == [] and page.aborted == []

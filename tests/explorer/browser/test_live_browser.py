@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,6 +54,9 @@ window.etpReady = true;
 </body></html>
 """
 )
+#: Screenshots of the teaching panels (looked at by a person; not compared).
+SCREENSHOTS = Path(tempfile.gettempdir()) / "etp_viz_screenshots"
+SCREENSHOTS.mkdir(exist_ok=True)
 LOSS_ON_PAGE = "Array.from(window.etpEl.etpExplorer.live.series.get('loss').data)"
 RENDERED = "document.querySelectorAll('.etp-graph-pane svg g.node').length > 0"
 
@@ -289,3 +294,80 @@ def test_verify_shows_measured_fidelity_beside_each_claim(bridged):
     detail = page.page.text_content("[data-verified='rnn.W.weight']")
     assert "cos" in detail and "rel. err" in detail
     assert_clean(page)
+
+
+def panel_state(page):
+    """What the page shows on the teaching panels (read off the DOM and the canvases)."""
+    return page.page.evaluate(
+        """() => { const q = (s) => document.querySelector(s);
+          const loss = q('canvas[data-live="loss"]');
+          const constant = q('[data-live-panel][data-constant]');
+          const synapse = q('canvas[data-live="activity/synapse"]');
+          return { smoothed: loss.dataset.smoothed, chance: loss.dataset.chance,
+            constant: constant ? constant.dataset.constant : null,
+            caption: constant ? constant.querySelector('[data-live-caption]').textContent : '',
+            tooltips: [...document.querySelectorAll('[data-live-panel]')].map((e) => e.title),
+            synapseTitle: q('[data-live-title="activity/synapse"]').textContent,
+            synapseUnit: synapse.dataset.unit,
+            layer: q('canvas[data-live="activity/layer"]').dataset.drawn }; }"""
+    )
+
+
+def test_panels_teach_smoothing_chance_constants_and_activity(bridged):
+    explorer = live_explorer()
+    page, _ = bridged(explorer)
+    explorer.step(110)  # one whole episode (100 steps) and a bit: the activity views fill
+    page.page.wait_for_function(
+        "(() => { const s = window.etpEl.etpExplorer.live.series.get('activity/synapse');"
+        " return s && s.shape[0] === 100; })()",
+        timeout=60000,
+    )
+    state = panel_state(page)
+    task = explorer.session.options["task"]
+    assert state["smoothed"] == str(task.n_steps)  # the mean over one episode
+    assert float(state["chance"]) == pytest.approx(task.chance_loss, rel=1e-6)
+    # the readout's leak is a constant: shown as its value, with where it comes from
+    assert state["constant"] is not None
+    assert "constant over units and steps" in state["caption"]
+    assert "dh/dh = 0.905 = exp(−Δt/τ)" in page.page.text_content(
+        "[data-live-panel='dhdh/g1'] [data-live-caption]"
+    )
+    assert all(state["tooltips"]), "every panel has a plain-language tooltip"
+    assert state["layer"] == "true"
+    unit = int(state["synapseUnit"])
+    assert f"rnn.W.weight[0, {unit}]" in state["synapseTitle"]
+    for name in ("activity/layer", "activity/readout", "activity/synapse", "loss"):
+        _, pixels = canvas_image(page, name)
+        assert pixels > 2000, name
+    # a click on a raster row picks that unit's synapse
+    layer = page.page.locator("canvas[data-live='activity/layer']")
+    layer.click(position={"x": 220, "y": 6 + 2.5 * 10.4})  # the raster's row of unit 2
+    page.page.wait_for_function(
+        "document.querySelector('[data-live-title=\"activity/synapse\"]').textContent"
+        ".includes('[0, 2] (input 0 → unit 2, clicked)')"
+    )
+    page.page.set_viewport_size({"width": 1400, "height": 1000})
+    page.page.screenshot(path=str(SCREENSHOTS / "live_teaching_panels.png"), full_page=True)
+    assert_clean(page)
+
+
+def test_a_saved_page_draws_accuracy_and_activity_without_a_kernel(harness):
+    task = tasks.get_task("delayed_recall", seq_len=1, delay=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explorer = etp_viz.show(
+            task.suggested_model(hidden_size=6), task.example_input(), task=task
+        )
+        explorer.step(40)
+    page = harness(explorer, "saved_teaching")
+    p = page.page
+    p.wait_for_function(
+        "(() => { const c = document.querySelector('canvas[data-live=\"accuracy\"]');"
+        " return c && c.dataset.chance; })()",
+        timeout=30000,
+    )
+    assert float(p.get_attribute("canvas[data-live='accuracy']", "data-chance")) == 0.25
+    _, pixels = canvas_image(page, "activity/readout")
+    assert pixels > 2000
+    assert p.get_attribute("canvas[data-live='activity/layer']", "data-drawn") == "true"
+    assert page.errors == [] and page.aborted == []

@@ -1,0 +1,371 @@
+"""What the live panels of the explorer show: their specs (titles with weight names, axis
+titles, plain-language tooltips, chance levels, constants explained) and the values pushed to
+them from a :class:`~etp_viz.live.history.History`.
+
+Used by :class:`~etp_viz.explorer.show.LiveExplorer` (one session) and
+:class:`~etp_viz.explorer.compare.CompareExplorer` (compare mode); drawn by ``js/src/live/``.
+The contract is in ``docs/view-model.md`` ("Live session").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from etp_viz.live.probe import path_name
+
+__all__ = ["TOOLTIPS", "chance_levels", "panel_specs", "panel_values", "masked_loss"]
+
+#: Plain-language tooltip of each panel kind (what a student reads on hover).
+TOOLTIPS = {
+    "loss": (
+        "How wrong the network's output is (lower is better). Thick line: the mean over the "
+        "last episodes of the task (choose how many above the plot); faint line: the loss of "
+        "each step; dashed grey line: chance, the loss of a guess that ignores the input."
+    ),
+    "loss_masked": (
+        " Only steps with a target count (the loss is exactly 0 on the other steps, so they "
+        "are left out)."
+    ),
+    "accuracy": (
+        "Share of the labelled steps where the network's most likely class is the right one "
+        "(smoothed). Dashed grey line: chance, the accuracy of guessing."
+    ),
+    "traces": (
+        "Size of each weight's eligibility trace ‖ε‖: the running memory of how the weight "
+        "has recently moved its hidden state. The online gradient is this trace times the "
+        "learning signal. Graph nodes are coloured by the same number."
+    ),
+    "df": (
+        "dh/dy: how strongly this step's new hidden state responds to the weight's output y, "
+        "one row per unit, one column per measured step. The trace multiplies it in at "
+        "every step."
+    ),
+    "dhdh": (
+        "dh/dh: how much of each unit's previous hidden state carries over into this step "
+        "(the diagonal of the hidden-to-hidden Jacobian). Near 1: long memory; near 0: the "
+        "unit forgets at once. The trace decays by this factor every step."
+    ),
+    "fidelity": (
+        "How close the online gradient is to the exact one (BPTT over the last steps): "
+        "cosine 1 means the same direction, relative error 0 means identical."
+    ),
+    "activity/layer": (
+        "The spiking layer over the last episode: spikes of the first neurons (top, one row "
+        "per neuron; click a row to pick its synapse below) and their membrane potentials "
+        "(bottom)."
+    ),
+    "activity/hidden": (
+        "The hidden state of the first units over the last episode (one line per unit)."
+    ),
+    "activity/readout": (
+        "The network's output (solid) against its target (dashed) over the last episode; "
+        "for a classification, the probability of each class."
+    ),
+    "activity/synapse": (
+        "e-prop's figure 1, live: one synapse's eligibility trace ε (how this synapse could "
+        "change its neuron), the neuron's learning signal L (how the loss wants the neuron to "
+        "change) and the synapse's online gradient g = L·ε, over the last episode."
+    ),
+}
+
+
+def chance_levels(task: Any) -> dict[str, float]:
+    """``{"loss": ..., "accuracy": ...}`` from a task's ``chance_loss`` / ``chance_accuracy``
+    (the levels it has; nothing for custom data)."""
+    out = {}
+    for key, attr in (("loss", "chance_loss"), ("accuracy", "chance_accuracy")):
+        try:
+            value = getattr(task, attr, None) if task is not None else None
+        except Exception:  # noqa: BLE001 - a task that cannot say: no line drawn
+            value = None
+        if isinstance(value, int | float) and math.isfinite(value):
+            out[key] = float(value)
+    return out
+
+
+def _names(session: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Relation id ``r<i>`` → its weight names, group id ``g<k>`` → its hidden states' names."""
+    plan = getattr(getattr(session.algorithm, "graph_executor", None), "plan", None)
+    relations = {r: ", ".join(paths) for r, paths in session.probe.relation_names.items()}
+    groups = {}
+    for group in getattr(plan, "groups", ()) or ():
+        groups[f"g{group.index}"] = ", ".join(path_name(p) for p in group.hidden_paths)
+    return relations, groups
+
+
+def _describe(what: str, relations: dict[str, str], groups: dict[str, str]) -> str:
+    """``r0.g0`` → ``rnn.W.weight → rnn.V``; ``g1`` → ``readout.r``; ``g0.s1`` → state 1."""
+    parts = what.split(".")
+    relation = next((p for p in parts if p.startswith("r") and p in relations), None)
+    group = next((p for p in parts if p.startswith("g") and p in groups), None)
+    state = next((p[1:] for p in parts if p.startswith("s") and p[1:].isdigit()), None)
+    text = relations.get(relation, "") if relation else ""
+    if group:
+        text = f"{text} → {groups[group]}" if text else groups[group]
+    if state:
+        text += f" (state {state})"
+    return text or what
+
+
+def _constants(session: Any, what: str, kind: str) -> list[dict[str, Any]]:
+    """Values a constant dh/dh or dh/dy panel may show, with where each comes from: the
+    decay ``exp(−Δt/τ)`` of a leaky unit (and ``1 − exp(−Δt/τ)``, its input gain)."""
+    plan = getattr(getattr(session.algorithm, "graph_executor", None), "plan", None)
+    index = next((int(p[1:]) for p in what.split(".") if p[:1] == "g" and p[1:].isdigit()), None)
+    groups = getattr(plan, "groups", ()) or ()
+    if index is None or index >= len(groups):
+        return []
+    out = []
+    for path in groups[index].hidden_paths:
+        owner = _module_at(session.model, path[:-1])
+        if owner is None:
+            continue
+        module = ".".join(map(str, path[:-1]))
+        dt = float(getattr(owner, "dt", 1.0) or 1.0)
+        for attr, tau_attr, symbol in (
+            ("decay", "tau", "τ"),
+            ("alpha", "tau_mem", "τ_mem"),
+            ("rho", "tau_a", "τ_a"),
+        ):
+            value, tau = getattr(owner, attr, None), getattr(owner, tau_attr, None)
+            if not isinstance(value, float) or tau is None:
+                continue
+            where = f"Δt = {dt:g}, {symbol} = {float(tau):g} ({module})"
+            if kind == "dhdh":
+                out.append({"value": value, "text": f"exp(−Δt/{symbol}), {where}"})
+                continue
+            out.append({"value": 1.0 - value, "text": f"1 − exp(−Δt/{symbol}), {where}"})
+            gain = getattr(owner, "R", None)
+            if isinstance(gain, float) and attr == "alpha":
+                text = f"R·(1 − exp(−Δt/{symbol})) with R = {gain:.3g}, {where}"
+                out.append({"value": gain * (1.0 - value), "text": text})
+    unique: dict[str, dict[str, Any]] = {}
+    for entry in out:
+        unique.setdefault(entry["text"], entry)
+    return list(unique.values())
+
+
+def _module_at(model: Any, parts: tuple) -> Any:
+    """The module at a state path's module part (attributes; integer parts index lists)."""
+    owner = model
+    for part in parts:
+        try:
+            owner = owner[part] if isinstance(part, int) else getattr(owner, str(part))
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+    return owner
+
+
+def episode_length(task: Any) -> int | None:
+    """Steps of one episode of a task (None: no episodes, e.g. custom data)."""
+    steps = getattr(task, "n_steps", None) if task is not None else None
+    return int(steps) if isinstance(steps, int) and steps > 1 else None
+
+
+def panel_specs(session: Any) -> list[dict[str, Any]]:
+    """The live panels of one session (``live_panels``): loss (with chance), accuracy (a
+    classification task), trace magnitudes, dh/dy and dh/dh heatmaps, fidelity and the
+    activity views, titled with weight names."""
+    task = session.options.get("task")
+    chance = chance_levels(task)
+    relations, groups = _names(session)
+    masked = session.probe.classification
+    loss = {
+        "name": "loss",
+        "kind": "line",
+        "title": "loss" + (" (steps with a target)" if masked else ""),
+        "tooltip": TOOLTIPS["loss"] + (TOOLTIPS["loss_masked"] if masked else ""),
+        "x_label": "step",
+        "y_label": "loss",
+        "smooth": True,
+        "masked": masked,
+        "episode": episode_length(task),
+    }
+    if "loss" in chance:
+        loss["chance"] = chance["loss"]
+    panels = [loss]
+    if "accuracy/correct" in session.recorder.spec:
+        accuracy = {
+            "name": "accuracy",
+            "kind": "line",
+            "title": "accuracy",
+            "tooltip": TOOLTIPS["accuracy"],
+            "x_label": "step",
+            "y_label": "accuracy",
+            "smooth": True,
+            "y_range": [0, 1],
+            "episode": episode_length(task),
+        }
+        if "accuracy" in chance:
+            accuracy["chance"] = chance["accuracy"]
+        panels.append(accuracy)
+    for name in session.recorder.names:
+        kind, _, what = name.partition("/")
+        if kind in ("trace", "trace_x", "trace_f"):
+            suffix = {"trace_x": " (ε_x)", "trace_f": " (ε_f)"}.get(kind, "")
+            label = _describe(what, relations, groups) + suffix
+            panels.append(
+                {
+                    "name": name,
+                    "kind": "line",
+                    "title": f"‖ε‖ {label}",
+                    "label": label,
+                    "tooltip": TOOLTIPS["traces"],
+                    "x_label": "step",
+                    "y_label": "‖ε‖",
+                }
+            )
+    for name, shape in session.recorder.spec.items():
+        kind, _, what = name.partition("/")
+        if kind in ("df", "dhdh") and shape:
+            label = _describe(what, relations, groups)
+            symbol = "dh/dy" if kind == "df" else "dh/dh"
+            panels.append(
+                {
+                    "name": name,
+                    "kind": "heatmap",
+                    "title": f"{symbol} {label}",
+                    "symbol": symbol,
+                    "tooltip": TOOLTIPS[kind],
+                    "x_label": "measured step",
+                    "y_label": "unit",
+                    "constants": _constants(session, what, kind),
+                }
+            )
+    if getattr(session, "_fidelity", None) is not None:
+        panels.append(
+            {
+                "name": "fidelity",
+                "kind": "fidelity",
+                "title": "gradient fidelity vs BPTT (cosine, rel. error)",
+                "tooltip": TOOLTIPS["fidelity"],
+                "x_label": "step",
+                "y_label": "vs BPTT",
+            }
+        )
+    panels += _activity_specs(session)
+    return panels
+
+
+def _activity_specs(session: Any) -> list[dict[str, Any]]:
+    spec = session.recorder.spec
+    task = session.options.get("task")
+    episode = int(getattr(task, "n_steps", 0) or 0) or 100
+    plan = session.probe.activity
+    out = []
+    hidden = plan.get("hidden") or ""
+    spiking = "activity/spikes" in spec
+    if task is None and not spiking:  # custom data and a rate model: no views (still recorded)
+        return out
+    base = {"kind": "activity", "episode": episode, "x_label": "step of the episode"}
+    if "activity/hidden" in spec:
+        layer = hidden.rsplit(".", 1)[0]
+        title = (
+            f"spiking layer {layer}: spikes and membrane potential {hidden}"
+            if spiking
+            else f"hidden state {hidden}"
+        )
+        key = "activity/layer" if spiking else "activity/hidden"
+        for name in ("activity/spikes", "activity/hidden"):
+            if name in spec:
+                out.append(
+                    {
+                        **base,
+                        "name": name,
+                        "panel": "activity/layer",
+                        "title": title,
+                        "tooltip": TOOLTIPS[key],
+                        "y_label": "unit",
+                    }
+                )
+    if "activity/output" in spec:
+        classes = bool(plan.get("softmax"))
+        for name in ("activity/output", "activity/target"):
+            out.append(
+                {
+                    **base,
+                    "name": name,
+                    "panel": "activity/readout",
+                    "title": "readout vs target" + (" (class probabilities)" if classes else ""),
+                    "tooltip": TOOLTIPS["activity/readout"],
+                    "y_label": "probability" if classes else "output",
+                }
+            )
+    synapse = plan.get("synapse")
+    if synapse is not None:
+        out.append(
+            {
+                **base,
+                "name": "activity/synapse",
+                "panel": "activity/synapse",
+                "title": f"synapse {synapse['name']}[{synapse['i']}, j]: trace, learning "
+                "signal, gradient",
+                "weight": synapse["name"],
+                "input": synapse["i"],
+                "tooltip": TOOLTIPS["activity/synapse"],
+                "y_label": "value",
+            }
+        )
+    return out
+
+
+def masked_loss(history: Any, n: int) -> np.ndarray:
+    """The last ``n`` losses, NaN on steps without a target (a classification task's masked
+    loss is exactly 0 there: a smoothed curve over them would sink towards 0)."""
+    loss = np.asarray(history.recent("loss", n), np.float32)
+    if "accuracy/labelled" in history:
+        labelled = np.asarray(history.recent("accuracy/labelled", n))
+        loss = np.where(labelled > 0, loss, np.nan).astype(np.float32)
+    return loss
+
+
+def accuracy_series(history: Any, n: int) -> np.ndarray:
+    """The last ``n`` steps' accuracy (correct / labelled), NaN on steps without a target."""
+    correct = np.asarray(history.recent("accuracy/correct", n), np.float64)
+    labelled = np.asarray(history.recent("accuracy/labelled", n), np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(labelled > 0, correct / labelled, np.nan).astype(np.float32)
+
+
+def _episode_window(steps: np.ndarray, episode: int) -> slice:
+    """The rows of the last complete episode (the current one before any is complete)."""
+    if steps.size == 0:
+        return slice(0, 0)
+    last = int(steps[-1]) + 1
+    end = (last // episode) * episode
+    start = end - episode
+    if start < int(steps[0]) or end <= start:
+        start, end = max(int(steps[0]), last - episode), last
+    lo, hi = np.searchsorted(steps, [start, end])
+    return slice(int(lo), int(hi))
+
+
+def panel_values(history: Any, spec: dict[str, Any], window: int) -> tuple[Any, dict] | None:
+    """``(values, meta)`` to push for one panel spec (None: nothing recorded yet)."""
+    name, kind = spec["name"], spec["kind"]
+    meta: dict[str, Any] = {"step": int(history.steps[-1])}
+    if kind == "activity":
+        if name not in history.activity_names:
+            return None
+        steps, rows = history.activity(name)
+        part = _episode_window(steps, int(spec.get("episode", 100)))
+        meta["steps"] = [int(s) for s in steps[part]]
+        return np.asarray(rows[part], np.float32), meta
+    if name == "loss":
+        return masked_loss(history, window), meta
+    if name == "accuracy":
+        return accuracy_series(history, window), meta
+    if kind == "heatmap" and name in history:
+        steps, values = history.measured(name, window)
+        meta["steps"] = [int(s) for s in steps]
+        return values, meta
+    if name == "fidelity":
+        if not history.fidelity:
+            return None
+        return [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity], meta
+    if name in history:
+        return history.recent(name, window), meta
+    return None
