@@ -1,15 +1,16 @@
 # The README's two commands: `make demo` and `make test`.
 PY311 ?= python3
 PY312 ?= $(shell command -v pyenv >/dev/null 2>&1 && echo "$$(pyenv root)/versions/3.12.1/bin/python3")
-STEPS ?= 200
+# the demo runs the task recipe's step budget unless STEPS is set (make demo STEPS=200)
+STEPS ?=
 
-.PHONY: demo test test-311 test-312 setup lint notebooks
+.PHONY: demo test test-311 test-312 setup lint notebooks dist
 
 setup:
 	scripts/setup.sh $(PY311) .venv
 
 demo: setup
-	.venv/bin/python -m etp_viz demo --steps $(STEPS) --out demo.html
+	.venv/bin/python -m etp_viz demo $(if $(STEPS),--steps $(STEPS)) --out demo.html
 
 # Whole suite on the default interpreter, then on the newest stack when pyenv's 3.12 exists.
 test: test-311 test-312
@@ -30,3 +31,9 @@ lint: setup
 # Re-execute notebooks/*.ipynb in place (stored with outputs: they read without a kernel).
 notebooks: setup
 	.venv/bin/python scripts/execute_notebooks.py
+
+# The wheel and the sdist an index gets (dist/), checked as PyPI would (twine check --strict).
+dist: setup
+	rm -rf dist
+	.venv/bin/python -m build --outdir dist
+	.venv/bin/python -m twine check --strict dist/*

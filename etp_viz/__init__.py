@@ -3,10 +3,16 @@ networks in JAX, with an interactive Jupyter explorer.
 
 This module only re-exports. The engine (``ops``, ``compiler``, ``learn``, ``nn``) is imported
 eagerly; ``tasks``, ``live``, ``view``, ``plot``, ``explorer``, ``show`` and ``Explorer`` are
-resolved on first use (only ``explorer`` needs the widget packages).
+resolved on first use (only ``show`` needs the widget packages: without them it raises an
+``ImportError`` naming ``pip install "etp-viz[explorer]"``; ``Explorer(...).save_html`` works).
 """
 
 __version__ = "0.1.0"
+
+# First: jaxlib 0.10's XLA:CPU runs leading-axis sums 50-100x slower in YNNPACK; importing
+# _compat keeps reductions out of it before JAX starts a backend (other versions: no change).
+# isort: split
+from ._compat import XLA_CPU_REDUCTIONS as XLA_CPU_REDUCTIONS
 
 # --- ops (etp_viz.ops) -------------------------------------------------------------------
 # isort: split

@@ -5,6 +5,9 @@ a progress bar, writes one offline HTML file (the graph + the recorded history) 
 summary: relations, exclusions with their reasons, final loss, and gradient fidelity. Parts that
 cannot run in this installation are named, never faked.
 
+``check module:factory --claims claims.json`` fails (exit 1), naming the weight, when a
+gradient claim differs from the snapshot ``graph.claims_json()`` wrote (``--write`` writes it).
+
 ``inspect`` imports ``module:factory`` (a function returning ``model`` or ``(model, x)``),
 compiles it and prints ``graph.explain()``; ``--out file.html`` also writes the explorer.
 
@@ -12,7 +15,7 @@ Examples
 --------
 .. code-block:: console
 
-    $ python -m etp_viz demo --steps 200 --out demo.html
+    $ python -m etp_viz demo --out demo.html    # the task's recipe: optimizer, rate, steps
     $ python -m etp_viz demo --task delayed_recall --algorithm es_d_rtrl
     $ python -m etp_viz inspect mypkg.models:make_gru --out gru.html
 """
@@ -28,9 +31,12 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from etp_viz.learn.registry import DEFAULT_LEARNER, learner_names
+
 __all__ = ["main"]
 
-ALGORITHMS = ("d_rtrl", "es_d_rtrl")
+#: Every learner the demo runs: the registry's names (one list for every entry point).
+ALGORITHMS = learner_names()
 
 
 def _progress(done: int, total: int, started: float, loss: float | None) -> None:
@@ -56,7 +62,7 @@ def _demo_setup(task_name: str) -> tuple[Any, Any, dict[str, Any], str]:
     return model, task.example_input(), {"task": task}, type(task).__name__
 
 
-def _print_graph_summary(graph: Any, out: Any, algorithm: str = "d_rtrl") -> None:
+def _print_graph_summary(graph: Any, out: Any, algorithm: str = DEFAULT_LEARNER) -> None:
     status = dict(getattr(graph, "weight_status", {}) or {})
     try:
         claims = graph.gradient_claims(algorithm)
@@ -101,20 +107,26 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     from etp_viz.compiler import compile_etrace_graph
 
     model, x0, data_options, description = _demo_setup(args.task)
+    if args.steps is None:
+        args.steps = data_options["task"].recipe().steps
     print(f"etp_viz demo: {description}, {args.algorithm}, {args.steps} steps", file=out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # every compiler decision is printed below
         graph = compile_etrace_graph(model, x0)
     _print_graph_summary(graph, out, args.algorithm)
+    from etp_viz.explorer.show import build_explorer  # headless without the [explorer] extra
+
     explorer, failure = None, None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            explorer = etp_viz.show(
+            explorer = build_explorer(
                 model,
                 x0,
                 algorithm=args.algorithm,
+                optimizer=args.optimizer,
                 learning_rate=args.learning_rate,
+                update=args.update,
                 fidelity_every=args.fidelity_every,
                 **data_options,
             )
@@ -125,14 +137,34 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
         print("Writing the static explorer (graph only, no recorded history).", file=out)
         explorer = etp_viz.Explorer(graph)
     else:
+        options = explorer.session.options
+        print(
+            f"Training: {options['optimizer']}, learning rate {options['learning_rate']:g}, "
+            f"updates per {options['update']} (the task's recipe unless given)",
+            file=out,
+        )
         _run_with_progress(explorer.session, args.steps)
         print(explorer.session.summary(), file=out)
+        _print_last_episode(explorer.session, data_options["task"], out)
         unavailable = explorer.history.meta.get("unavailable", [])
         if unavailable:
             print("Not recorded: " + "; ".join(unavailable), file=out)
     path = explorer.save_html(args.out)
     print(f"Wrote {path}", file=out)
     return 0 if failure is None and not getattr(explorer, "session", None).error else 1
+
+
+def _print_last_episode(session: Any, task: Any, out: Any) -> None:
+    """The loss averaged over the last episode's labelled steps, with the task's chance."""
+    import numpy as np
+
+    loss = np.asarray(session.history.loss, np.float64)[-task.n_steps :]
+    labelled = loss[loss > 0] if task.is_classification else loss
+    if labelled.size:
+        print(
+            f"loss over the last episode {labelled.mean():.4g} (chance {task.chance_loss:.4g})",
+            file=out,
+        )
 
 
 def _run_with_progress(session: Any, steps: int) -> None:
@@ -189,14 +221,51 @@ def run_inspect(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     return 0
 
 
+def run_check(args: argparse.Namespace, out: Any = None) -> int:
+    """The ``check`` subcommand: 1, naming each weight, when a claim differs from the
+    snapshot (``--write``: write the snapshot instead)."""
+    import brainstate
+
+    out = sys.stdout if out is None else out
+
+    from etp_viz.testing import assert_claims
+
+    model, inputs = _load_factory(args.factory)
+    if not model.states(brainstate.HiddenState):
+        brainstate.nn.init_all_states(model)
+    if args.write:
+        from etp_viz.compiler import compile_etrace_graph
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = compile_etrace_graph(model, *inputs)
+        graph.claims_json(args.algorithm or [DEFAULT_LEARNER], path=args.claims)
+        print(f"Wrote the claims of {args.factory} to {args.claims}", file=out)
+        return 0
+    algorithm = args.algorithm[0] if args.algorithm and len(args.algorithm) == 1 else None
+    try:
+        assert_claims(model, inputs, args.claims, algorithm)
+    except AssertionError as error:
+        print(str(error), file=out)
+        return 1
+    print(f"The gradient claims of {args.factory} match {args.claims}.", file=out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m etp_viz", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="compile, learn online, write an offline HTML")
     demo.add_argument("--task", default="sine", help="teaching task (default: sine)")
-    demo.add_argument("--algorithm", default="d_rtrl", choices=ALGORITHMS)
-    demo.add_argument("--steps", type=int, default=200)
-    demo.add_argument("--learning-rate", type=float, default=0.02)
+    demo.add_argument("--algorithm", default=DEFAULT_LEARNER, choices=ALGORITHMS)
+    demo.add_argument(
+        "--steps", type=int, default=None, help="default: the task's recipe's step budget"
+    )
+    demo.add_argument("--optimizer", default=None, help="optax name (default: the recipe's)")
+    demo.add_argument("--learning-rate", type=float, default=None, help="default: the recipe's")
+    demo.add_argument(
+        "--update", default=None, choices=("step", "episode"), help="default: the recipe's"
+    )
     demo.add_argument(
         "--fidelity-every",
         type=int,
@@ -207,13 +276,21 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser("inspect", help="compile a user's model and explain it")
     inspect.add_argument("factory", help="module:function returning (model, example_input)")
     inspect.add_argument("--out", default=None, help="also write the explorer HTML")
+    check = commands.add_parser("check", help="fail when a weight's gradient claim changes")
+    check.add_argument("factory", help="module:function returning (model, example_input)")
+    check.add_argument("--claims", required=True, help="the snapshot (graph.claims_json())")
+    check.add_argument(
+        "--algorithm", action="append", help="check (or write) only this algorithm's claims"
+    )
+    check.add_argument("--write", action="store_true", help="write the snapshot instead")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m etp_viz`` and the ``etp-viz`` script."""
     args = build_parser().parse_args(argv)
-    return run_demo(args) if args.command == "demo" else run_inspect(args)
+    commands = {"demo": run_demo, "inspect": run_inspect, "check": run_check}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """Every JAX / brainstate / saiunit version quirk lives here, and only here.
 
 Supported stacks: jax 0.10.x with brainstate 0.5.x (Python 3.11) and jax 0.12.x with
-brainstate 0.6.x (Python 3.12). Other modules import jaxpr types and version-dependent helpers
+brainstate 0.6.x (Python 3.12). On jaxlib 0.10, :func:`avoid_slow_cpu_reductions` (called by
+``import etp_viz``) keeps XLA:CPU's reductions out of YNNPACK, whose leading-axis sums are
+50-100x slower there. Other modules import jaxpr types and version-dependent helpers
 from this module instead of reaching into ``jax._src`` or branching on versions themselves.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
 
 import brainstate
@@ -28,6 +31,59 @@ JAX_VERSION: tuple[int, ...] = tuple(int(p) for p in jax.__version__.split(".")[
 BRAINSTATE_VERSION: tuple[int, ...] = tuple(
     int(p) for p in brainstate.__version__.split(".")[:3] if p.isdigit()
 )
+
+#: jaxlib's version (the XLA runtime), which can differ from jax's in its last digits.
+JAXLIB_VERSION: tuple[int, ...] = tuple(
+    int(p) for p in importlib.metadata.version("jaxlib").split(".")[:3] if p.isdigit()
+)
+
+#: The XLA flag and value that keep YNNPACK's dot fusions on XLA:CPU but not its reductions.
+YNN_FUSION_FLAG = "--xla_cpu_experimental_ynn_fusion_type=individual_dot"
+#: jaxlib versions whose XLA:CPU hands reductions to YNNPACK at a ~50-100x cost (below):
+#: measured on 0.10.2 and 0.11.0; 0.11.1, 0.11.2 and 0.12.0.1 do not have it.
+YNN_SLOW_REDUCE = JAXLIB_VERSION < (0, 11, 1)
+
+
+def avoid_slow_cpu_reductions(environ: Any = None) -> str:
+    """On jaxlib < 0.11.1, keep XLA:CPU's reductions out of YNNPACK; returns what was done.
+
+    jaxlib 0.10 (and 0.11.0) fuses a reduction into a YNNPACK call that runs 50-100x slower
+    than XLA's own loop (and than jaxlib 0.12's YNNPACK) when it reduces a leading axis of a
+    large array:
+    ``jnp.sum(g, 0)`` of a float32 ``(100, 288, 256)`` array takes 150-235 ms there, 12 ms
+    without the fusion, 1.4-4 ms on jaxlib 0.12; a ``(16, 288, 256)`` batch sum 12 ms vs 0.2 ms.
+    That was the "stacked cliff" (ES-D-RTRL's stacked per-step-gradient harness: 88-250 ms on
+    jax 0.10.2 vs 16-45 ms on 0.12, same optimised HLO; ``bench/README.md``). The flag
+    :data:`YNN_FUSION_FLAG` keeps the dot fusions (the default minus reductions).
+
+    XLA reads ``XLA_FLAGS`` once, when JAX creates its first backend, so this only acts
+    before that (``import etp_viz`` does not start a backend). Nothing is changed on other
+    jaxlib versions, when ``XLA_FLAGS`` already names the YNN fusion types, or with
+    ``ETP_VIZ_XLA_FLAGS=keep``. Returns ``"applied"``, ``"not needed"``, ``"kept"`` (the
+    user's flags) or ``"too late"`` (a backend already runs).
+    """
+    import os
+
+    environ = os.environ if environ is None else environ
+    flags = environ.get("XLA_FLAGS", "")
+    if not YNN_SLOW_REDUCE:
+        return "not needed"
+    if (
+        "xla_cpu_experimental_ynn_fusion_type" in flags
+        or environ.get("ETP_VIZ_XLA_FLAGS") == "keep"
+    ):
+        return "kept"
+    from jax._src import xla_bridge
+
+    if getattr(xla_bridge, "_backends", None):
+        return "too late"
+    environ["XLA_FLAGS"] = f"{flags} {YNN_FUSION_FLAG}".strip()
+    return "applied"
+
+
+#: What importing etp_viz did about jaxlib 0.10's slow reductions (see the function above).
+XLA_CPU_REDUCTIONS = avoid_slow_cpu_reductions()
+
 
 #: ``jax.core.ShapedArray`` is the abstract value of every array Var on both stacks.
 ShapedArray = jax.core.ShapedArray
