@@ -3,6 +3,7 @@
     .venv/bin/python scripts/execute_notebooks.py            # all (``make notebooks``)
     .venv/bin/python scripts/execute_notebooks.py 04          # the ones whose name has "04"
     .venv/bin/python scripts/execute_notebooks.py --check     # stale or failed? (exit 1)
+    .venv/bin/python scripts/execute_notebooks.py --timeout=900 06   # per-cell limit (s)
 
 Each notebook runs with nbclient on this interpreter. Its outputs are stored with the
 ``show()`` outputs' static fallback (graph SVG, weights and their claims, a live run's plots);
@@ -18,6 +19,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
@@ -96,6 +98,8 @@ def main(argv: list[str]) -> int:
     import nbformat
 
     check = "--check" in argv
+    timeouts = [a.split("=", 1)[1] for a in argv if a.startswith("--timeout=")]
+    timeout = int(timeouts[-1]) if timeouts else 300  # seconds per cell (a loaded machine: more)
     names = [a for a in argv if not a.startswith("--")]
     every = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
     paths = [p for p in every if not names or any(n in p.name for n in names)]
@@ -109,7 +113,9 @@ def main(argv: list[str]) -> int:
     os.environ["JUPYTER_PATH"] = kernelspec_dir() + (os.pathsep + previous if previous else "")
     for path in paths:
         print(f"executing {path.name} ...", flush=True)
-        nbformat.write(execute(path), path)
+        started = time.perf_counter()
+        nbformat.write(execute(path, timeout=timeout), path)
+        print(f"  {path.name}: {time.perf_counter() - started:.0f} s", flush=True)
     return 0
 
 
