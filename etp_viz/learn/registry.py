@@ -106,9 +106,28 @@ class LearnerSpec:
 
 
 def _learn() -> Any:
-    from etp_viz import learn  # the learner classes import this package: resolve lazily
+    """The learner classes, imported when a learner is built (they import this module's
+    package; the registry itself stays import-free)."""
+    import types
 
-    return learn
+    from .d_rtrl import D_RTRL
+    from .eprop import EProp
+    from .influence.algorithms import RTRL, UORO, SnAp
+    from .influence.ostl import OSTLFeedforward, OSTLRecurrent
+    from .influence.tbptt import TruncatedBPTT
+    from .pp_prop import ES_D_RTRL
+
+    return types.SimpleNamespace(
+        D_RTRL=D_RTRL,
+        EProp=EProp,
+        ES_D_RTRL=ES_D_RTRL,
+        RTRL=RTRL,
+        SnAp=SnAp,
+        UORO=UORO,
+        OSTLRecurrent=OSTLRecurrent,
+        OSTLFeedforward=OSTLFeedforward,
+        TruncatedBPTT=TruncatedBPTT,
+    )
 
 
 def _es_d_rtrl(model: Any, decay: Any = 0.9, mesh: Any = None, **kw: Any) -> Any:
@@ -268,14 +287,15 @@ def build_learner(
     unknown = sorted(set(explicit) - set(spec.options))
     if unknown:
         valid = list(spec.options) or "none"
+        hints = {
+            "mesh": " mesh= applies to the ETP learners (d_rtrl, es_d_rtrl, eprop, "
+            "ostl_feedforward); this one keeps a whole-step state and runs on one device.",
+            "decay": " decay is an ES-D-RTRL option (es_d_rtrl, ostl_feedforward).",
+            "window": " window is truncated BPTT's option (bptt).",
+        }
         raise TypeError(
-            f"{key!r} takes the options {valid}; got {unknown}."
-            + (
-                " mesh= applies to the ETP learners (d_rtrl, es_d_rtrl, eprop, "
-                "ostl_feedforward); this one keeps a whole-step state and runs on one device."
-                if "mesh" in unknown
-                else ""
-            )
+            f"{key!r} got unknown option(s) {unknown}; it takes {valid}."
+            + "".join(hints[k] for k in unknown if k in hints)
         )
     kwargs = {k: v for k, v in defaults.items() if k in spec.options and v is not None}
     kwargs.update(explicit)

@@ -69,7 +69,10 @@ def test_options_are_checked_against_the_learner():
     assert float(np.asarray(alg.alpha_x)) == pytest.approx(0.5)
     assert build_learner(model, "bptt", window=7).window == 7
     assert build_learner(model, "rtrl", decay=0.5, window=3) is not None  # defaults: ignored
-    with pytest.raises(TypeError, match=r"'rtrl' takes the options none; got \['decay'\]"):
+    with pytest.raises(
+        TypeError,
+        match=r"'rtrl' got unknown option\(s\) \['decay'\]; it takes none. decay is an ES-D-RTRL",
+    ):
         build_learner(model, "rtrl", {"decay": 0.5})
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("batch",))
     with pytest.raises(TypeError, match="mesh= applies to the ETP learners"):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import etp_viz
-from etp_viz.learn.influence.algorithms import _patterns
+from etp_viz.learn.influence.patterns import step_patterns as _patterns
 from etp_viz.learn.influence.sparsity import jacobian_sparsity
 from tests.learn import archs
 

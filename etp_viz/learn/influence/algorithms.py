@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .learner import InfluenceLearner
-from .sparsity import jacobian_sparsity
+from .patterns import closed_pattern, one_more_step, step_patterns
 
 __all__ = ["RTRL", "UORO", "SnAp"]
 
@@ -95,10 +95,10 @@ class SnAp(PatternedRTRL):
         self.claim_name = f"snap{self.n}"
 
     def prepare(self) -> None:
-        reach_h, reach_theta = _patterns(self)
+        reach_h, reach_theta = step_patterns(self)
         pattern = reach_theta
         for _ in range(self.n - 1):
-            pattern = _one_more_step(reach_h, pattern)
+            pattern = one_more_step(reach_h, pattern)
         closed, self.depth = closed_pattern(reach_h, reach_theta)
         self.keep(pattern, closed)
 
@@ -165,32 +165,3 @@ class UORO(InfluenceLearner):
                 algorithm="uoro",
             )
         return claims
-
-
-def _patterns(learner: InfluenceLearner) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean structural sparsity of ``J_h`` (n, n) and ``J_θ`` (n, p), read off the step's
-    jaxpr (:func:`.sparsity.jacobian_sparsity`): a superset of the non-zeros at every point,
-    spikes that never fired and ReLUs that were off included."""
-    reach_theta, reach_h = jacobian_sparsity(
-        lambda t, h, *args: learner.pure_step(t, h, *args)[0],
-        learner._theta_vec,
-        learner._hidden_vec,
-        inputs=learner._example,  # unknown values: no pattern from the example's token ids
-    )
-    return reach_h, reach_theta
-
-
-def _one_more_step(reach_h: np.ndarray, pattern: np.ndarray) -> np.ndarray:
-    """The entries reachable one step later (boolean products)."""
-    return pattern | ((reach_h.astype(np.int64) @ pattern.astype(np.int64)) > 0)
-
-
-def closed_pattern(reach_h: np.ndarray, reach_theta: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(pattern, depth)``: every influence entry RTRL can fill, and the steps until the
-    pattern stops growing (the n that makes SnAp exact)."""
-    pattern, depth = reach_theta, 1
-    while True:
-        wider = _one_more_step(reach_h, pattern)
-        if (wider == pattern).all():
-            return pattern, depth
-        pattern, depth = wider, depth + 1

@@ -355,7 +355,7 @@ class _Held:
 
 
 class StepLayer(NamedTuple):
-    """A layer of the step (:func:`.ostl.state_layers`): its hidden states' paths."""
+    """A layer of the step (:func:`.patterns.state_layers`): its hidden states' paths."""
 
     index: int
     hidden_paths: tuple
@@ -367,7 +367,7 @@ class StepGraph:
     is why there is no ETP graph to draw."""
 
     def __init__(self, learner: InfluenceLearner, error: Exception):
-        from .ostl import state_layers
+        from .patterns import state_layers
 
         self.error = error
         self._learner = learner

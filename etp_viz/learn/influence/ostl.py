@@ -27,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import jax
 import numpy as np
 
 from ..pp_prop import IODimVjpAlgorithm
-from .algorithms import PatternedRTRL, _patterns, closed_pattern
-from .learner import InfluenceLearner
+from .algorithms import PatternedRTRL
+from .patterns import closed_pattern, state_layers, step_patterns
 
 __all__ = ["OSTLFeedforward", "OSTLRecurrent"]
 
@@ -53,7 +52,7 @@ class OSTLRecurrent(PatternedRTRL):
     claim_name = "ostl_recurrent"
 
     def prepare(self) -> None:
-        reach_h, reach_theta = _patterns(self)
+        reach_h, reach_theta = step_patterns(self)
         layer, _ = state_layers(self, reach_h)
         direct = self.direct_reach()
         onehot = np.zeros((self.num_hidden, int(layer.max(initial=0)) + 1), bool)
@@ -83,37 +82,3 @@ class OSTLFeedforward(IODimVjpAlgorithm):
         for key, claim in list(claims.items()):
             claims[key] = dataclasses.replace(claim, algorithm="ostl_feedforward")
         return claims
-
-
-def state_layers(
-    learner: InfluenceLearner, reach_h: np.ndarray | None = None
-) -> tuple[np.ndarray, list[list[tuple]]]:
-    """``(layer of each entry of the flat h, hidden state paths of each layer)``: the strongly
-    connected components of the states' "reads the past of" relation (the blocks of the
-    structural :math:`J_h`; see the module docstring), in the order of their first state."""
-    import brainstate
-
-    if reach_h is None:
-        reach_h = _patterns(learner)[0]
-    path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(learner.model).items()}
-    hidden = [s for s, p in zip(learner._states, learner._is_param) if not p]
-    sizes = [sum(int(np.size(leaf)) for leaf in jax.tree.leaves(s.value)) for s in hidden]
-    bounds = np.cumsum([0, *sizes])
-    k = len(hidden)
-    reads = np.zeros((k, k), bool)  # reads[i, j]: state i's new value reads j's past
-    for i in range(k):
-        for j in range(k):
-            reads[i, j] = reach_h[bounds[i] : bounds[i + 1], bounds[j] : bounds[j + 1]].any()
-    reach = reads | np.eye(k, dtype=bool)
-    for _ in range(max(k - 1, 0)):  # transitive closure (a handful of states)
-        reach = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
-    same = reach & reach.T
-    layer_of, paths = [], []
-    for i in range(k):
-        first = int(np.argmax(same[i]))
-        if first == i:
-            paths.append([])
-        layer_of.append(len(paths) - 1 if first == i else layer_of[first])
-        paths[layer_of[i]].append(path_of.get(id(hidden[i]), ("?",)))
-    units = np.concatenate([np.full(n, g, np.int64) for n, g in zip(sizes, layer_of)] or [[]])
-    return units.astype(np.int64), paths

@@ -216,22 +216,22 @@ class TruncatedBPTT(InfluenceLearner):
 
         With the boolean patterns ``R_h`` (``∂h^t/∂h^{t-1}``), ``R_θ`` (``∂h^t/∂θ``) and
         ``R_y`` (``∂y^t/∂h^{t-1}``), the entries of ``h^{t-W}`` that ``θ_j`` reaches are the
-        column ``j`` of the closed pattern ``P`` (:func:`.algorithms.closed_pattern`); the
+        column ``j`` of the closed pattern ``P`` (:func:`.patterns.closed_pattern`); the
         dropped term is non-zero only where ``R_h^W P`` or ``R_y R_h^{W-1} P`` is."""
-        from .algorithms import _patterns, closed_pattern
+        from .patterns import bool_matmul, closed_pattern, step_patterns
 
-        reach_h, reach_theta = _patterns(self)
+        reach_h, reach_theta = step_patterns(self)
         (reach_y,) = jacobian_sparsity(
             lambda h, t, *args: _flat_outputs(self.pure_step(t, h, *args)[1]),
             self._hidden_vec,
             inputs=(self._theta_vec, *self._example),
         )
         reached, _ = closed_pattern(reach_h, reach_theta)
-        carried = reached.astype(np.int64)
+        carried = reached
         for _ in range(self.window - 1):
-            carried = ((reach_h.astype(np.int64) @ carried) > 0).astype(np.int64)
-        via_output = (reach_y.astype(np.int64) @ carried) > 0
-        via_state = (reach_h.astype(np.int64) @ carried) > 0
+            carried = bool_matmul(reach_h, carried)
+        via_output = bool_matmul(reach_y, carried)
+        via_state = bool_matmul(reach_h, carried)
         return via_output.any(axis=0) | via_state.any(axis=0)
 
 
