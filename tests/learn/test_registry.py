@@ -83,3 +83,19 @@ def test_every_spec_names_its_family_and_kind():
     for spec in LEARNERS.values():
         assert spec.family and spec.kind in {"etp", "influence", "window"}, spec
         assert spec.summary, spec.name
+
+
+@pytest.mark.parametrize("name", learner_names())
+def test_every_name_works_in_every_entry_point(name):
+    """One registry: a name that one entry point takes, every entry point takes."""
+    from etp_viz.__main__ import ALGORITHMS
+    from etp_viz.live.session import Session
+    from etp_viz.live.sources import LIVE_ALGORITHMS
+
+    assert name in ALGORITHMS and name in LIVE_ALGORITHMS
+    xs = jnp.asarray(np.random.default_rng(0).normal(size=(3, 3)), jnp.float32)
+    report = etp_viz.verify(_model(), xs, algorithm=name)
+    assert {row.path for row in report.rows}, name
+    session = Session(_model(), xs[0], algorithm=name, data=lambda t: (xs[t % 3], jnp.zeros(2)))
+    session.step(2)
+    assert session.history.num_steps == 2 and np.isfinite(session.history.loss).all()
