@@ -156,15 +156,25 @@ def test_background_run_and_pause_within_a_frame():
 
 
 def test_run_does_not_block_the_caller():
-    session = make_session(steps_per_frame=2)
-    session.step(1)  # compile first
-    started = time.perf_counter()
-    session.run(2000)
-    returned_after = time.perf_counter() - started
-    assert session.running or session.history.num_steps == 2001
-    session.pause()
-    assert returned_after < 0.5
-    assert threading.active_count() >= 1
+    """run() returns while its first frame is still inside the user's data function (held
+    there by an event): no wall clock, and a run() that blocked could not return first."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held_data(t):
+        if t >= 1:
+            entered.set()
+            release.wait(10)
+        return sine_data(t)
+
+    session = make_session(steps_per_frame=2, data=held_data)
+    session.step(1)  # compile first (step 0 is not held)
+    session.run(3)
+    returned_while_held = not release.is_set() and session.running
+    assert entered.wait(20), "the background run never reached the data function"
+    release.set()
+    session.wait(60)
+    assert returned_while_held, "run() waited for its steps instead of returning at once"
+    assert session.history.num_steps == 4
 
 
 def test_step_while_running_is_refused():

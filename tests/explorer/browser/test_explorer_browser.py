@@ -255,7 +255,9 @@ def test_user_strings_cannot_inject(harness):
     page.page.click("[data-weight]:nth-child(2)")
     dot_id = page.page.evaluate("window.etpEl.etpExplorer.graph.nodeToDot.get('e3')")
     page.page.click(f"g#{dot_id}")
-    page.page.wait_for_timeout(200)
+    # no sleep: an injected <img src=x> would request `x`; wait until every request the page
+    # made has settled (its onerror has run then, and assert_clean sees its 404)
+    page.page.wait_for_load_state("networkidle")
     assert page.page.evaluate("window.__pwned") is None
     assert page.page.evaluate("document.querySelectorAll('#root script, #root img').length") == 0
     assert evil in page.page.text_content("[data-panel-body='inspector']")
