@@ -357,7 +357,11 @@ def _online_gradients(alg: Any, xs: Any, ys: Any, loss_fn: Any) -> dict:
     def one(x: Any, target: Any) -> Any:
         return _step_loss(loss_fn, alg(x), target)
 
-    grad_step = brainstate.transform.jit(brainstate.transform.grad(one, params, return_value=True))
+    # check_states=False: a weight the step never reads (an unused ParamState) gets a zero
+    # gradient instead of brainstate's "states not found" error
+    grad_step = brainstate.transform.jit(
+        brainstate.transform.grad(one, params, return_value=True, check_states=False)
+    )
     total, bad_step = None, None
     for t in range(xs.shape[0]):
         grads, value = grad_step(xs[t], None if ys is None else ys[t])
