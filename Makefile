@@ -13,7 +13,8 @@ demo: setup
 	.venv/bin/python -m etp_viz demo $(if $(STEPS),--steps $(STEPS)) --out demo.html
 
 # Whole suite on the default interpreter, then on the newest stack when pyenv's 3.12 exists
-# (there without re-executing the notebooks and the slow lesson runs: CI stays under 45 min).
+# (there without re-executing the notebooks, the slow lesson runs and the browser tests, which
+# do not depend on the jax stack: they run on the 3.11 leg, and CI stays under 45 min).
 test: test-311 test-312
 
 test-311:
@@ -22,7 +23,7 @@ test-311:
 
 test-312:
 	@if [ -n "$(PY312)" ] && [ -x "$(PY312)" ]; then \
-	  scripts/setup.sh $(PY312) .venv312 && scripts/run_tests.sh .venv312 -m "not notebook and not slow"; \
+	  scripts/setup.sh $(PY312) .venv312 && scripts/run_tests.sh .venv312 -m "not notebook and not slow and not browser"; \
 	else echo "test-312: no Python 3.12 found (pyenv); newest-stack leg skipped"; fi
 
 lint: setup
