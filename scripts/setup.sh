@@ -28,7 +28,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 # Front end: js/ is its own npm package; its bundle is written into etp_viz/explorer/static/.
-if [ -f js/package.json ]; then
+# (ETP_VIZ_SKIP_JS_BUILD=1: a second venv set up while the first one's tests read the bundle)
+if [ -f js/package.json ] && [ "${ETP_VIZ_SKIP_JS_BUILD:-0}" != "1" ]; then
   if ! command -v npm >/dev/null 2>&1; then
     echo "setup: npm is required to build the explorer front end (js/). Install Node.js >= 18." >&2
     exit 2
