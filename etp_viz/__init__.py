@@ -38,6 +38,7 @@ from .ops import sparse_matmul as sparse_matmul
 # --- nn (etp_viz.nn): the layers are public as the namespace `etp_viz.nn` -------------------
 # isort: split
 from . import nn as nn
+from .nn import SparseLIF as SparseLIF
 
 # --- compiler (etp_viz.compiler) ---------------------------------------------------------
 # isort: split
@@ -86,6 +87,10 @@ from .learn import VerifyReport as VerifyReport
 from .learn import pp_prop as pp_prop
 from .learn import verify as verify
 
+# --- memory (etp_viz.memory): will it fit? ----------------------------------------------------
+# isort: split
+from .memory import plan as plan
+
 # --- lazy: tasks, live runs, the view model, plots, and the widget ----------------------------
 #: Subpackages / modules exposed as namespaces, imported on first use (`etp_viz.live.Session`,
 #: `etp_viz.plot.loss(history)`), so ``import etp_viz`` stays the engine only.
@@ -97,7 +102,7 @@ _LAZY_MODULES = {
     "explorer": "etp_viz.explorer",
 }
 #: Names from the widget layer (needs the [explorer] extra: anywidget, ipywidgets).
-_LAZY_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.show"}
+_LAZY_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.live_explorer"}
 
 
 def __getattr__(name: str):

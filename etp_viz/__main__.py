@@ -114,7 +114,8 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
         warnings.simplefilter("ignore")  # every compiler decision is printed below
         graph = compile_etrace_graph(model, x0)
     _print_graph_summary(graph, out, args.algorithm)
-    from etp_viz.explorer.show import build_explorer  # headless without the [explorer] extra
+    # headless without the [explorer] extra
+    from etp_viz.explorer.live_explorer import build_explorer
 
     explorer, failure = None, None
     try:

@@ -248,3 +248,35 @@ def cond_branches(eqn: Any) -> list[tuple[Any, list[Any]]] | None:
     if eqn.primitive.name != "cond" or "branches" not in eqn.params:
         return None
     return [split_closed_jaxpr(branch) for branch in eqn.params["branches"]]
+
+
+def device_memory_stats(device: Any) -> dict | None:
+    """``device.memory_stats()`` or None: XLA:CPU returns None (jax 0.10 and 0.12), and some
+    runtimes raise instead of reporting."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 - unsupported on this backend
+        return None
+    return dict(stats) if stats else None
+
+
+def compiled_memory(compiled: Any) -> dict | None:
+    """XLA's memory analysis of a compiled computation as ``{argument, output, alias, temp,
+    peak}`` bytes, or None where the backend reports none. ``peak`` is the runtime's
+    ``peak_memory_in_bytes`` where it has one (jax 0.10 and 0.12 on CPU), else
+    ``argument + output - alias + temp``."""
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - not every backend reports it
+        return None
+    if stats is None:
+        return None
+    result = {
+        "argument": int(stats.argument_size_in_bytes),
+        "output": int(stats.output_size_in_bytes),
+        "alias": int(stats.alias_size_in_bytes),
+        "temp": int(stats.temp_size_in_bytes),
+    }
+    fallback = result["argument"] + result["output"] - result["alias"] + result["temp"]
+    result["peak"] = int(getattr(stats, "peak_memory_in_bytes", 0) or fallback)
+    return result

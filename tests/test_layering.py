@@ -21,6 +21,7 @@ ALLOWED = {
     "nn": {"ops", "_compat"},
     "compiler": {"ops", "_compat"},
     "learn": {"ops", "compiler", "_compat"},
+    "memory": {"learn", "compiler", "nn", "ops", "_compat"},
     "tasks": {"nn", "ops", "_compat"},
     "live": {"learn", "compiler", "nn", "ops", "tasks", "_compat"},
     "view": {"compiler", "learn", "ops", "_compat"},

@@ -7,6 +7,7 @@ stage usable alone; every decision is a :class:`CompilationRecord` in ``graph.di
 from .claims import GradientClaim as GradientClaim
 from .claims import GradientClaims as GradientClaims
 from .claims import gradient_claims as gradient_claims
+from .claims.verdict import WeightVerdict as WeightVerdict
 from .diagnostics import CompilationRecord as CompilationRecord
 from .diagnostics import DiagnosticKind as DiagnosticKind
 from .diagnostics import DiagnosticLevel as DiagnosticLevel

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import jax
 
@@ -66,7 +66,7 @@ VISITS = _VisitCounter()
 new_var = _compat.new_var
 
 
-def _is_var(atom: Any) -> bool:
+def _is_var(atom: Any) -> TypeGuard[Var]:
     return _compat.is_var(atom)
 
 
@@ -209,8 +209,11 @@ def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any]) -> InlinedJaxpr:
         for eqn in body.eqns:
             VISITS.count += 1
             invars = [read(v) for v in eqn.invars]
-            if eqn.primitive.name in CALL_PRIMITIVE_NAMES and _call_body(eqn) is not None:
-                inner, inner_consts = _call_body(eqn)
+            body_and_consts = (
+                _call_body(eqn) if eqn.primitive.name in CALL_PRIMITIVE_NAMES else None
+            )
+            if body_and_consts is not None:
+                inner, inner_consts = body_and_consts
                 inner_env: dict[Var, Any] = {}
                 for var, val in zip(inner.constvars, inner_consts):
                     fresh = new_var(var.aval)
@@ -285,7 +288,7 @@ def slice_jaxpr(
 
 def aval_str(var: Any) -> str:
     """Short text of a Var's abstract value, e.g. ``f32[3,4]``."""
-    aval = getattr(var, "aval", None)
+    aval: Any = getattr(var, "aval", None)
     return aval.str_short() if hasattr(aval, "str_short") else str(aval)
 
 

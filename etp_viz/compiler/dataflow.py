@@ -128,7 +128,7 @@ class Flow:
                 for path, index in relation_leaves(rel, key):
                     leaf = self.minfo.weight_path_to_invars[path][index]
                     ops[var] = ops.get(var, 0) | self.leaf_bit[leaf]
-        rel_at = {}
+        rel_at: dict[int, int] = {}
         for r, index in enumerate(self.rel_eqn):
             rel_at[index] = rel_at.get(index, 0) | 1 << r
         self.at_memory: list = [None] * len(self.memories)

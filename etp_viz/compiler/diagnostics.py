@@ -15,6 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Sequence
+from types import FrameType
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -175,7 +176,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _user_stacklevel() -> int:
     """Stack level (for ``warnings.warn`` called from :meth:`DiagnosticCollector.warn`) of the
     first frame outside the ``etp_viz`` package."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
         _PACKAGE_DIR + os.sep

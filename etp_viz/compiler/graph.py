@@ -74,11 +74,11 @@ from etp_viz import _compat
 
 from ._jaxpr import build_jaxpr, eval_jaxpr_collect
 from .claims import gradient_claims
+from .claims.verdict import WeightVerdict, cached_claims, find_weight_verdicts, verdicts_of
 from .diagnostics import (
     CompilationRecord,
     DiagnosticCollector,
     DiagnosticKind,
-    DiagnosticLevel,
     format_records,
 )
 from .hidden_groups import find_hidden_groups_from_minfo
@@ -93,6 +93,7 @@ __all__ = [
     "ExecutorLayout",
     "ReadoutParam",
     "StepResult",
+    "WeightVerdict",
     "compile_etrace_graph",
 ]
 
@@ -151,7 +152,8 @@ class ETraceGraph(NamedTuple):
     hidden_perturb: HiddenPerturbation
     diagnostics: tuple
     readout_params: dict = {}
-    #: ``{param path: 'online' | 'exact' | 'not_learned'}``
+    #: ``{param path: 'online' | 'exact' | 'not_learned'}`` (``exact``: a readout only), read
+    #: off :attr:`weight_verdicts` (``verdict.code``)
     weight_status: dict = {}
     recurrence: str = "diagonal"
     executor_jaxpr: Any = None
@@ -160,6 +162,22 @@ class ETraceGraph(NamedTuple):
     bypass_hidden: tuple = ()
     #: ``{hidden path: equation indices}`` on the way from ``h^{t-1}`` to the outputs
     bypass_eqn_indices: dict = {}
+    #: ``{param path: WeightVerdict}``: the one verdict per weight (status, groups, relations,
+    #: reason, fix); :meth:`verdicts` adds an algorithm's claim
+    weight_verdicts: dict = {}
+    #: :meth:`verdicts` and :meth:`gradient_claims` per algorithm (None: not cached)
+    verdict_cache: dict | None = None
+
+    @property
+    def _layout(self) -> ExecutorLayout:
+        """:attr:`executor_layout`; every graph the compiler builds has one."""
+        layout = self.executor_layout
+        if layout is None:
+            raise ValueError(
+                "this ETraceGraph has no executor_layout (it was not built by the ETP "
+                "compiler); compile the model with etp_viz.compile_etrace_graph"
+            )
+        return layout
 
     def explain(
         self,
@@ -169,8 +187,9 @@ class ETraceGraph(NamedTuple):
         file: Any = None,
         claims: Any = "d_rtrl",
     ) -> tuple:
-        """Print the records (filtered) grouped by kind, then the gradient claims of the
-        ``claims`` algorithm (None: no claims); return the filtered records.
+        """Print the records (filtered) grouped by kind, then every weight's verdict (status
+        and the ``claims`` algorithm's claim, reason, fix) and that algorithm's claim per leaf
+        (``claims=None``: statuses only); return the filtered records.
 
         ``weight_path``/``hidden_path`` accept a tuple path or a dotted string; ``kind`` a
         :class:`DiagnosticKind`, its name or its value.
@@ -178,19 +197,35 @@ class ETraceGraph(NamedTuple):
         records = [r for r in self.diagnostics if _matches(r, weight_path, hidden_path, kind)]
         out = file or sys.stdout
         print(format_records(records), file=out)
-        if claims is not None and kind is None and hidden_path is None:
-            found = self.gradient_claims(claims)
+        if kind is not None or hidden_path is not None:
+            return tuple(records)
+        verdicts = self.verdicts(claims)
+        if weight_path is not None:
+            name = weight_path if isinstance(weight_path, str) else _dot(weight_path)
+            verdicts = {p: v for p, v in verdicts.items() if _under(v.name, name)}
+        lines = [f"WEIGHTS ({len(verdicts)})"] + [f"  {v.line()}" for v in verdicts.values()]
+        if claims is not None:
+            leaves = [(k, c) for v in verdicts.values() for k, c in v.leaf_claims]
             if weight_path is not None:
-                name = weight_path if isinstance(weight_path, str) else _dot(weight_path)
-                found = {k: c for k, c in found.items() if k == name or k.startswith(name + ".")}
-            algorithm = next(iter(found.values())).algorithm if found else claims
-            lines = [f"GRADIENT CLAIMS ({algorithm})"]
+                leaves = [(k, c) for k, c in leaves if _under(k, name)]
+            algorithm = next((c.algorithm for _, c in leaves), claims)
+            lines.append(f"GRADIENT CLAIMS ({algorithm})")
             lines += [
-                f"  {k}: {c.kind}" + (f" -- {c.reason}" if c.reason else "")
-                for k, c in found.items()
+                f"  {k}: {c.kind}" + (f" -- {c.reason}" if c.reason else "") for k, c in leaves
             ]
-            print("\n".join(lines), file=out)
+        print("\n".join(lines), file=out)
         return tuple(records)
+
+    def verdicts(self, algorithm: Any = None) -> dict:
+        """``{param path: WeightVerdict}``: every weight's status, groups, relations, reason
+        and fix, with ``algorithm``'s claim (worst leaf; every leaf's kept) when one is given
+        (a name, a learner class or instance). Cached per algorithm. See
+        :mod:`etp_viz.compiler.claims.verdict`.
+
+        >>> graph.verdicts("d_rtrl")[("rnn", "W", "weight")].text  # doctest: +SKIP
+        'online · approximate'
+        """
+        return verdicts_of(self, algorithm)
 
     def gradient_claims(self, algorithm: Any = "d_rtrl") -> Any:
         """Per weight leaf, is ``algorithm``'s online gradient exact, approximate or absent,
@@ -199,7 +234,7 @@ class ETraceGraph(NamedTuple):
         >>> graph.gradient_claims("d_rtrl")["rnn.W.weight"].kind  # doctest: +SKIP
         'approximate'
         """
-        return gradient_claims(self, algorithm)
+        return cached_claims(self, algorithm)
 
     def claims_json(self, algorithms: Any = ("d_rtrl",), path: Any = None) -> str:
         """A snapshot of the gradient claims as JSON text (written to ``path`` when given),
@@ -228,7 +263,7 @@ class ETraceGraph(NamedTuple):
         docstring)."""
         if perturbs is None:
             perturbs = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in self._pvars]
-        stop = self.executor_layout.detach_vars if detach_hidden else ()
+        stop = self._layout.detach_vars if detach_hidden else ()
         return eval_jaxpr_collect(
             self.executor_jaxpr,
             self.module_info.consts,
@@ -242,14 +277,15 @@ class ETraceGraph(NamedTuple):
         minfo = self.module_info
         flat = jax.tree.leaves((tuple(args), list(state_vals)))
         outs, _ = self.eval_executor(flat, perturbs)
-        lay = self.executor_layout
+        lay = self._layout
         outputs = jax.tree.unflatten(minfo.out_treedef, outs[lay.outputs])
         flat_states = outs[lay.states]
         new_states, start = [], 0
         for tree in minfo.state_tree_outvars:
             treedef = jax.tree.structure(tree)
-            new_states.append(treedef.unflatten(flat_states[start : start + treedef.num_leaves]))
-            start += treedef.num_leaves
+            n = len(jax.tree.leaves(tree))
+            new_states.append(jax.tree.unflatten(treedef, flat_states[start : start + n]))
+            start += n
         xs = lay.xs_of(outs)
         relation_consts = lay.relation_consts_of(outs)
         group_consts = lay.group_consts_of(outs)
@@ -287,7 +323,7 @@ class ETraceGraph(NamedTuple):
         """
         jaxpr = self.executor_jaxpr
         reached = dict.fromkeys(self._pvars)
-        targets = set(self.executor_layout.detach_vars)
+        targets = set(self._layout.detach_vars)
         for eqn in jaxpr.eqns:
             if any(_compat.is_var(v) and v in reached for v in eqn.invars):
                 for out in eqn.outvars:
@@ -330,7 +366,7 @@ def compile_etrace_graph(
     readouts = find_readout_params(minfo, diagnostics)
     diagnostics.settle_readouts(readouts)
     bypass = find_bypass_hidden(minfo, diagnostics)
-    status = _weight_status(minfo, relations, readouts, diagnostics)
+    verdicts = find_weight_verdicts(minfo, relations, readouts, diagnostics)
     executor_jaxpr, layout = _executor_jaxpr(minfo, perturb, relations, groups)
     if warn:
         diagnostics.warn()
@@ -342,41 +378,15 @@ def compile_etrace_graph(
         hidden_perturb=perturb,
         diagnostics=tuple(diagnostics.records),
         readout_params=readouts,
-        weight_status=status,
+        weight_status={path: v.code for path, v in verdicts.items()},
         recurrence=recurrence,
         executor_jaxpr=executor_jaxpr,
         executor_layout=layout,
         bypass_hidden=tuple(bypass),
         bypass_eqn_indices=bypass,
+        weight_verdicts=verdicts,
+        verdict_cache={},
     )
-
-
-def _weight_status(minfo, relations, readouts, diagnostics) -> dict:
-    online = {p for r in relations for p in r.trainable_paths.values()}
-    online |= {
-        p for r in relations for leaves in r.trainable_all_leaves.values() for p, _ in leaves
-    }
-    named = {r.weight_path for r in diagnostics.records if r.weight_path is not None}
-    status = {}
-    for path, leaves in minfo.weight_path_to_invars.items():
-        if path in online:
-            status[path] = "online"
-        elif path in readouts:
-            status[path] = "exact"
-        else:
-            status[path] = "not_learned"
-            if path not in named:
-                uses = sorted({i for v in leaves for i in minfo.def_use.consumers.get(v, ())})
-                diagnostics.emit(
-                    DiagnosticKind.PARAM_NOT_USED_BY_ETP,
-                    DiagnosticLevel.WARNING,
-                    f"ParamState {'.'.join(map(str, path))} feeds no ETP primitive and no model "
-                    "output directly, so it gets no online gradient. Use an etp_viz.ops "
-                    "primitive (e.g. etp_viz.ops.matmul) where it is applied.",
-                    weight_path=path,
-                    eqn_indices=uses,
-                )
-    return status
 
 
 def _executor_jaxpr(minfo, perturb, relations, groups):
@@ -466,6 +476,10 @@ def _matches(record: CompilationRecord, weight_path, hidden_path, kind) -> bool:
 
 def _dot(path: Any) -> str:
     return ".".join(map(str, path))
+
+
+def _under(key: str, name: str) -> bool:
+    return key == name or key.startswith(name + ".")
 
 
 #: the ``"format"`` of a claims snapshot (``graph.claims_json()``)

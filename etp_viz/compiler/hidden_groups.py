@@ -72,7 +72,8 @@ class HiddenGroup(NamedTuple):
         Position-coupling equations cut out of the transition (``'diagonal'`` mode).
     """
 
-    index: int
+    # a field named like ``tuple.index``: valid at runtime, rejected by mypy's NamedTuple check
+    index: int  # type: ignore[assignment]
     hidden_paths: list
     hidden_states: list
     hidden_invars: list

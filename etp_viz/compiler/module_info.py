@@ -9,7 +9,7 @@ lives in one jaxpr and equation indices are stable ids.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import brainstate
@@ -107,7 +107,7 @@ class ModuleInfo(NamedTuple):
         new_vals, start = [], 0
         for tree in self.state_tree_outvars:
             leaves_tree = jax.tree.structure(tree)
-            n = leaves_tree.num_leaves
+            n = len(jax.tree.leaves(tree))
             new_vals.append(jax.tree.unflatten(leaves_tree, flat_states[start : start + n]))
             start += n
         return outputs, new_vals
@@ -212,6 +212,7 @@ def _check_model_and_args(model: Any, kwargs: dict) -> None:
     update = getattr(model, "update", None)
     required_kwonly = []
     if update is not None:
+        params: Iterable[inspect.Parameter]
         try:
             params = inspect.signature(update).parameters.values()
         except (TypeError, ValueError):  # pragma: no cover - builtins without signature
@@ -268,7 +269,9 @@ def _first_layer_with_in_size(module: Any, path: str = "", depth: int = 0):
         return path, module
     if depth > 6:
         return None
-    children = vars(module).items() if isinstance(module, brainstate.nn.Module) else ()
+    children: Iterable[tuple[str, Any]] = (
+        vars(module).items() if isinstance(module, brainstate.nn.Module) else ()
+    )
     if isinstance(module, list | tuple):
         children = ((str(i), child) for i, child in enumerate(module))
     for name, child in children:
@@ -283,7 +286,7 @@ def _split_by_state(states: Sequence[Any], flat_vars: Sequence[Any]) -> list[Any
     trees, start = [], 0
     for st in states:
         treedef = jax.tree.structure(st.value)
-        n = treedef.num_leaves
+        n = len(jax.tree.leaves(st.value))
         trees.append(jax.tree.unflatten(treedef, list(flat_vars[start : start + n])))
         start += n
     return trees

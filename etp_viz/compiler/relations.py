@@ -102,7 +102,10 @@ class HiddenParamOpRelation(NamedTuple):
     def path(self) -> Any:
         return next(iter(self.trainable_paths.values()), None)
 
-    weight_path = path
+    @property
+    def weight_path(self) -> Any:
+        """Alias of :attr:`path`."""
+        return self.path
 
     def y_to_hidden_groups(self, y_val: Any, const_vals: Any, concat_hidden_vals: bool = True):
         """Evaluate each y -> h tail. ``const_vals``: dict Var -> value, or one list per group
@@ -197,9 +200,9 @@ class _RelationFinder:
             for var in eqn.outvars:
                 mask |= reach.get(var, 0) if _compat.is_var(var) else 0
             if mask:
-                for var in eqn.invars:
-                    if _compat.is_var(var):
-                        reach[var] = reach.get(var, 0) | mask
+                for atom in eqn.invars:
+                    if _compat.is_var(atom):
+                        reach[atom] = reach.get(atom, 0) | mask
         return reach
 
     # -- one ETP equation ---------------------------------------------------------------

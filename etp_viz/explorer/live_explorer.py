@@ -30,7 +30,7 @@ from etp_viz.live.session import SESSION_OPTIONS, Session
 from etp_viz.live.sources import ALGORITHM_NAMES, algorithm_name
 
 from .headless import require_widget_packages, traitlets
-from .widget import Explorer, validate_options
+from .widget import Explorer, split_display_options
 
 __all__ = ["LiveExplorer", "show"]
 
@@ -272,9 +272,8 @@ class LiveExplorer(Explorer):
         alphas = resolve_decay(decay)
         if self.session.running:
             raise RuntimeError("Pause the run before changing the decay.")
-        with self.session._lock:
+        with self.session.recompiling():  # the decay is a constant of the compiled frame
             algorithm.alpha_x, algorithm.alpha_f = alphas
-            self.session._invalidate_frames()  # the decay is a constant of the compiled frame
 
 
 def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
@@ -308,7 +307,7 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
     live = {k: options.pop(k) for k in list(options) if k in SESSION_OPTIONS}
     max_rate = options.pop("max_rate", 20.0)
     try:
-        validate_options({k: v for k, v in options.items() if k != "expanded"})
+        split_display_options({k: v for k, v in options.items() if k != "expanded"})
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error}\nLive-session options: {sorted(SESSION_OPTIONS)}.") from None
     if live.get("task") is None and live.get("data") is None:
@@ -319,9 +318,9 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
                 f"Options {sorted(live)} need a live run: add `task=` (e.g. "
                 "etp_viz.tasks.SineRegression()) or `data=lambda t: (x_t, y_t)`."
             )
-        from .widget import show as show_static
+        from etp_viz.compiler import compile_etrace_graph
 
-        return show_static(model, *example_inputs, **options)
+        return Explorer(compile_etrace_graph(model, *example_inputs), **options)
     if len(example_inputs) != 1:
         raise TypeError("A live session takes exactly one example input `x` (one step).")
     if isinstance(live.get("algorithm"), list | tuple):

@@ -2,7 +2,7 @@
 titles, plain-language tooltips, chance levels, constants explained) and the values pushed to
 them from a :class:`~etp_viz.live.history.History`.
 
-Used by :class:`~etp_viz.explorer.show.LiveExplorer` (one session) and
+Used by :class:`~etp_viz.explorer.live_explorer.LiveExplorer` (one session) and
 :class:`~etp_viz.explorer.compare.CompareExplorer` (compare mode); drawn by ``js/src/live/``.
 The contract is in ``docs/view-model.md`` ("Live session").
 """

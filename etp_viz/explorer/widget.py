@@ -54,7 +54,7 @@ def _view_model_options() -> dict[str, Any]:
     return dict(VIEW_MODEL_OPTIONS)
 
 
-def validate_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_display_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split keyword options into (display options with defaults, view-model options).
 
     An unknown keyword is a ``TypeError`` that lists the valid ones.
@@ -138,7 +138,7 @@ class Explorer(anywidget.AnyWidget):
 
     def __init__(self, graph: Any = None, *, view_model: Any = None, **options: Any):
         expanded = options.pop("expanded", None)
-        display, vm_options = validate_options(options)
+        display, vm_options = split_display_options(options)
         source = view_model if view_model is not None else graph
         vm_json, self._vm_object = (None, None)
         #: the compiled ETraceGraph behind the view (None for a JSON or plain-jaxpr view)
@@ -471,21 +471,6 @@ def _namespace(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_namespace(v) for v in value)
     return value
-
-
-def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
-    """Compile ``model`` on ``example_inputs`` and return an :class:`Explorer` of its graph.
-
-    Options are validated before compiling (an unknown keyword lists the valid ones).
-
-    Example
-    -------
-    >>> ex = etp_viz.show(brainstate.nn.GRUCell(8, 24), x)      # doctest: +SKIP
-    """
-    validate_options({k: v for k, v in options.items() if k != "expanded"})
-    from etp_viz.compiler import compile_etrace_graph
-
-    return Explorer(compile_etrace_graph(model, *example_inputs), **options)
 
 
 def _codes(weight: dict) -> str:

@@ -7,6 +7,9 @@ from .d_rtrl import D_RTRL as D_RTRL
 from .d_rtrl import ParamDimVjpAlgorithm as ParamDimVjpAlgorithm
 from .eprop import EProp as EProp
 from .eprop import ThreeFactor as ThreeFactor
+from .es_d_rtrl import ES_D_RTRL as ES_D_RTRL
+from .es_d_rtrl import IODimVjpAlgorithm as IODimVjpAlgorithm
+from .es_d_rtrl import pp_prop as pp_prop
 from .executor import ETraceGraphExecutor as ETraceGraphExecutor
 from .executor import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .executor import MultiStepData as MultiStepData
@@ -16,11 +19,8 @@ from .influence import OSTLFeedforward as OSTLFeedforward
 from .influence import OSTLRecurrent as OSTLRecurrent
 from .influence import SnAp as SnAp
 from .influence import TruncatedBPTT as TruncatedBPTT
-from .pp_prop import ES_D_RTRL as ES_D_RTRL
-from .pp_prop import IODimVjpAlgorithm as IODimVjpAlgorithm
-from .pp_prop import pp_prop as pp_prop
 from .status import LearningStatus as LearningStatus
 from .status import ParamLearning as ParamLearning
-from .verify import VerifyReport as VerifyReport
-from .verify import VerifyRow as VerifyRow
-from .verify import verify as verify
+from .verification import VerifyReport as VerifyReport
+from .verification import VerifyRow as VerifyRow
+from .verification import verify as verify

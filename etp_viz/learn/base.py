@@ -58,7 +58,8 @@ class ETraceAlgorithm(brainstate.nn.Module):
     """
 
     def __init__(self, model: Any, graph_executor: Any, name: str | None = None, mesh: Any = None):
-        super().__init__(name=name)
+        # brainstate declares Module.__init__ only outside TYPE_CHECKING
+        super().__init__(name=name)  # type: ignore[call-arg]
         self.model = model
         self.graph_executor = graph_executor
         self.is_compiled = False
@@ -127,9 +128,10 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
     ):
         super().__init__(model, ETraceVjpGraphExecutor(model, vjp_method), name=name, mesh=mesh)
         self.vjp_method = vjp_method
-        self.etrace = None
-        self.count = None
-        self.step_data_record = None
+        #: the traces and the bias-correction counter (allocated by compile_graph)
+        self.etrace: brainstate.ShortTermState | None = None
+        self.count: brainstate.ShortTermState | None = None
+        self.step_data_record: brainstate.ShortTermState | None = None
         self._step_data_summary = None
 
     # -- states ----------------------------------------------------------------------------
@@ -204,21 +206,28 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         self.reset_traces()
         self.place_on_mesh()
 
+    def _trace_states(self) -> tuple[brainstate.ShortTermState, brainstate.ShortTermState]:
+        """The trace and counter states (allocated by :meth:`compile_graph`)."""
+        self._require_compiled()
+        if self.etrace is None or self.count is None:
+            raise RuntimeError(f"{type(self).__name__} has no traces: call compile_graph(x0).")
+        return self.etrace, self.count
+
     def reset_traces(self) -> None:
         """Zero the traces and the bias-correction counter; the model's states are left as
         they are (a replay from the current hidden states)."""
-        self._require_compiled()
+        etrace, count = self._trace_states()
         plan = self.graph_executor.plan
-        self.etrace.value = self.init_traces(plan)
-        self.count.value = jnp.zeros((), _float_dtype(plan))
+        etrace.value = self.init_traces(plan)
+        count.value = jnp.zeros((), _float_dtype(plan))
         self.place_on_mesh()
 
     def get_etrace_of(self, weight: Any) -> dict:
         """The traces of one weight: ``{(relation, group): trace}`` (keys as in
         ``learning_status``). ``weight`` is a ``ParamState`` or its path (tuple or dotted)."""
-        self._require_compiled()
+        etrace, _ = self._trace_states()
         path = _resolve_path(self.param_states, weight)
-        return self.traces_of_path(self.etrace.value, path)
+        return self.traces_of_path(etrace.value, path)
 
     # -- stepping --------------------------------------------------------------------------
 

@@ -64,7 +64,8 @@ def state_values(model: Any, x0: Any) -> tuple[dict, dict]:
     function = _compat.get_stateful_function_class()(model, return_only_write=False)
     function.make_jaxpr(x0)
     states = tuple(function.get_states(x0))
-    params, others = {}, {}
+    params: dict[Any, Any] = {}
+    others: dict[Any, Any] = {}
     for path, state in zip(_paths(model, states), states):
         target = params if isinstance(state, brainstate.ParamState) else others
         target[path] = state.value

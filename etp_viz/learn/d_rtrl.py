@@ -28,8 +28,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .base import ETraceVjpAlgorithm
-from .trace_math import drtrl_gradient, drtrl_update, fresh_gradient
+from .base import ETraceVjpAlgorithm, _float_dtype
+from .trace_math import (
+    compute_dtype,
+    drtrl_gradient,
+    drtrl_update,
+    fresh_gradient,
+    resolve_trace_dtype,
+    store_traces,
+    widen_traces,
+)
 
 __all__ = ["D_RTRL", "ParamDimVjpAlgorithm"]
 
@@ -46,6 +54,10 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
         live sharded, weights replicated (:mod:`etp_viz.learn.base`).
+    trace_dtype : dtype, optional
+        Store the traces in this floating dtype (e.g. ``jnp.bfloat16``: half the trace memory
+        and memory traffic). Each update is computed in the model's dtype and rounded once on
+        store. ``None`` (default): the model's dtype.
 
     Examples
     --------
@@ -58,6 +70,22 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
     ...     lambda x: jnp.sum(alg(x) ** 2), alg.param_states)(jnp.ones(3))  # doctest: +SKIP
     """
 
+    claim_family = "d_rtrl"  # whose gradient claims it makes (the registry's family)
+
+    #: the traces' storage dtype (``None``: the model's); see ``trace_dtype``
+    trace_dtype: Any = None
+
+    def __init__(
+        self,
+        model: Any,
+        vjp_method: str = "single-step",
+        name: str | None = None,
+        mesh: Any = None,
+        trace_dtype: Any = None,
+    ):
+        self.trace_dtype = resolve_trace_dtype(trace_dtype)
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
+
     def init_traces(self, plan: Any) -> dict:
         """``{(relation, group): {key: zeros(init_drtrl layout)}}``."""
         traces = {}
@@ -65,11 +93,13 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
             for g in rel.group_indices:
                 group = plan.groups[g]
                 traces[(rel.index, g)] = _init_trace(rel, group)
-        return traces
+        self._compute_dtype = compute_dtype(_float_dtype(plan), self.trace_dtype)
+        return store_traces(traces, self.trace_dtype)
 
     def update_traces(self, traces: dict, data: dict, count: Any) -> dict:
         """:math:`\\epsilon^t = D^t\\epsilon^{t-1} + \\mathrm{diag}(D_f^t)\\otimes x^t`."""
         plan = self.graph_executor.plan
+        traces = widen_traces(traces, self.trace_dtype, self._compute_dtype)
         new = {}
         for rel in plan.relations:
             for g in rel.group_indices:
@@ -81,7 +111,7 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
                     data["weights"][rel.index],
                     rel.rules,
                 )
-        return new
+        return store_traces(new, self.trace_dtype)
 
     def trace_gradients(self, traces: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
         """:math:`\\partial L/\\partial W = \\sum_g (\\partial L/\\partial h_g)\\cdot
@@ -107,6 +137,7 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
     def residual_gradients(self, residuals: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
         """The gradients of :meth:`trace_gradients` from :meth:`gradient_residuals`."""
         plan = self.graph_executor.plan
+        stored = widen_traces(residuals["traces"], self.trace_dtype, self._compute_dtype)
         grads: dict = {}
         for rel in plan.relations:
             for g in rel.group_indices:
@@ -118,9 +149,7 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
                     y_shape = tuple(rel.y_var.aval.shape)
                     part = fresh_gradient(x, df, dl_dh[g], weights[rel.index], rel.rules, y_shape)
                 else:
-                    part = drtrl_gradient(
-                        residuals["traces"][key], dl_dh[g], weights[rel.index], rel.rules
-                    )
+                    part = drtrl_gradient(stored[key], dl_dh[g], weights[rel.index], rel.rules)
                 prev = grads.get(rel.index)
                 grads[rel.index] = part if prev is None else {k: prev[k] + part[k] for k in part}
         return grads

@@ -72,6 +72,8 @@ class EProp(ParamDimVjpAlgorithm):
     >>> alg.compile_graph(x0); y = alg(x1)                                     # doctest: +SKIP
     """
 
+    claim_family = "eprop"  # whose gradient claims it makes (the registry's family)
+
     def __init__(
         self,
         model: Any,

@@ -28,12 +28,15 @@ derivatives, never differentiated again). All of it is traceable: no host transf
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
 from .plan import ExecutionPlan, build_plan
+
+if TYPE_CHECKING:
+    from etp_viz.compiler.graph import ETraceGraph, ExecutorLayout
 
 __all__ = [
     "ETraceGraphExecutor",
@@ -82,9 +85,9 @@ class ETraceGraphExecutor:
 
     def __init__(self, model: Any):
         self.model = model
-        self.graph = None
+        self.graph: ETraceGraph | None = None
         self.plan: ExecutionPlan | None = None
-        self.example_args = None
+        self.example_args: Any = None
 
     @property
     def is_compiled(self) -> bool:
@@ -101,21 +104,39 @@ class ETraceGraphExecutor:
         )
         return self.graph
 
+    def _compiled(self) -> tuple[ExecutionPlan, ETraceGraph]:
+        """The plan and the graph (after :meth:`compile_graph`)."""
+        if self.plan is None or self.graph is None:
+            raise RuntimeError(
+                f"{type(self).__name__} is not compiled: call compile_graph(x) with one "
+                "step's example input first."
+            )
+        return self.plan, self.graph
+
+    def _layout(self) -> ExecutorLayout:
+        """Where the executor's outputs, new states, x, y and constants sit in its outputs."""
+        layout = self._compiled()[1].executor_layout
+        if layout is None:
+            raise RuntimeError(
+                "the compiled graph has no executor (compile_etrace_graph made none)"
+            )
+        return layout
+
     # -- per-step pieces -------------------------------------------------------------------
 
     def run(self, invals: Sequence[Any]) -> tuple[list, list]:
         """The plain step: ``(output leaves, new state leaves)`` from
         ``invals = [*arg leaves, *state leaves]``."""
-        outvals, _ = self.graph.eval_executor(invals)
+        outvals, _ = self._compiled()[1].eval_executor(invals)
         return self._split_outvals(outvals)
 
     def forward(self, invals: Sequence[Any]) -> tuple[list, list, dict]:
         """Outputs, new state leaves, and what the traces need from this step:
         ``{'x': {r: x}, 'weights': {r: {key: operand}}, 'y': {r: y},
         'consts': {group: transition constants}, 'tail_consts': {r: [per group constants]}}``."""
-        plan, graph = self.plan, self.graph
+        plan, graph = self._compiled()
         outvals, operands = graph.eval_executor(invals, collect=plan.operand_vars)
-        lay = graph.executor_layout
+        lay = self._layout()
         xs, ys = lay.xs_of(outvals), outvals[lay.ys]
         tail_consts = lay.relation_consts_of(outvals)
         group_consts = lay.group_consts_of(outvals)
@@ -140,10 +161,11 @@ class ETraceGraphExecutor:
         vanilla RNN whose only recurrence goes through its ETP weight): the algorithms then
         skip reading the previous trace.
         """
-        minfo = self.plan.module_info
+        plan = self._compiled()[0]
+        minfo = plan.module_info
         positions = {var: i for i, var in enumerate(minfo.invars)}
-        result = {}
-        for group in self.plan.groups:
+        result: dict[int, Any] = {}
+        for group in plan.groups:
             if not group.transition_jaxpr.eqns:  # empty transition: D is exactly zero
                 result[group.index] = None
                 continue
@@ -155,9 +177,10 @@ class ETraceGraphExecutor:
     def output_jacobians(self, ys: dict, tail_consts: dict) -> dict:
         """``{(relation, group): D_f}`` of shape ``(*varshape, S)``: one JVP (all-ones
         tangent) of the relation's compiled ``y -> h`` tails."""
-        relations = self.graph.hidden_param_op_relations
+        plan, graph = self._compiled()
+        relations = graph.hidden_param_op_relations
         result = {}
-        for rel in self.plan.relations:
+        for rel in plan.relations:
             tails = relations[rel.graph_index]
             consts = tail_consts[rel.index]
             y = ys[rel.index]
@@ -190,11 +213,11 @@ class ETraceGraphExecutor:
         partial one. ``detach_hidden=False`` (``h^t = ĥ^t + p``) gives the total ``dL/dh^t``
         of stacked layers (its parameter cotangents are not the readout gradients).
         """
-        plan = self.plan
+        plan, graph = self._compiled()
         perturbs: list = [None] * len(plan.perturb_positions)
         for position, value in zip(plan.perturb_positions, perturbations):
             perturbs[position] = value
-        outvals, operands = self.graph.eval_executor(
+        outvals, operands = graph.eval_executor(
             invals, perturbs, collect=plan.operand_vars, detach_hidden=detach_hidden
         )
         outs, new_states = self._split_outvals(outvals)
@@ -203,11 +226,11 @@ class ETraceGraphExecutor:
     def operands(self, invals: Sequence[Any]) -> dict:
         """``{relation: {key: operand}}`` as a function of the inputs (for pulling gradients
         w.r.t. the processed weights back to the ``ParamState`` leaves by VJP)."""
-        plan = self.plan
-        return plan.split_operands(self.graph.eval_executor(invals, collect=plan.operand_vars)[1])
+        plan, graph = self._compiled()
+        return plan.split_operands(graph.eval_executor(invals, collect=plan.operand_vars)[1])
 
     def _split_outvals(self, outvals: list) -> tuple[list, list]:
-        lay = self.graph.executor_layout
+        lay = self._layout()
         return list(outvals[lay.outputs]), list(outvals[lay.states])
 
 

@@ -88,7 +88,7 @@ def build_plan(graph: Any) -> ExecutionPlan:
     minfo = graph.module_info
     groups = tuple(graph.hidden_groups)
     group_position = {id(g): i for i, g in enumerate(groups)}
-    relations = []
+    relations: list[RelationPlan] = []
     for graph_index, rel in enumerate(graph.hidden_param_op_relations):
         if not rel.trainable_vars:
             continue

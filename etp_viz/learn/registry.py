@@ -112,10 +112,10 @@ def _learn() -> Any:
 
     from .d_rtrl import D_RTRL
     from .eprop import EProp
+    from .es_d_rtrl import ES_D_RTRL
     from .influence.algorithms import RTRL, UORO, SnAp
     from .influence.ostl import OSTLFeedforward, OSTLRecurrent
     from .influence.tbptt import TruncatedBPTT
-    from .pp_prop import ES_D_RTRL
 
     return types.SimpleNamespace(
         D_RTRL=D_RTRL,
@@ -145,7 +145,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "d_rtrl",
             lambda model, **kw: _learn().D_RTRL(model, **kw),
             "d_rtrl",
-            ("mesh", "vjp_method"),
+            ("mesh", "vjp_method", "trace_dtype"),
             ("drtrl", "param_dim"),
             summary="diagonal RTRL: one eligibility trace per weight entry",
         ),
@@ -153,7 +153,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "es_d_rtrl",
             _es_d_rtrl,
             "es_d_rtrl",
-            ("decay", "mesh", "vjp_method"),
+            ("decay", "mesh", "vjp_method", "trace_dtype"),
             ("pp_prop", "esdrtrl", "io_dim"),
             summary="D-RTRL with each trace factorised into input x output decaying averages",
         ),
@@ -231,7 +231,7 @@ def _split_snap(name: str) -> int | None:
 
 def learner_names() -> tuple[str, ...]:
     """Every canonical name a user can pass (``snap1`` and ``snap2`` standing for ``snap<n>``)."""
-    names = []
+    names: list[str] = []
     for spec in LEARNERS.values():
         names.extend(("snap1", "snap2") if spec.name == "snap" else (spec.name,))
     return tuple(names)

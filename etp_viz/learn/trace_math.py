@@ -121,19 +121,20 @@ def _trace_scale(rules: PrimitiveRules, dh: Any, like: dict) -> dict | None:
     if len(jaxpr.outvars) != len(keys):
         return None
     trace_vars = set(jaxpr.invars[1:])
-    producers = {v: eqn for eqn in jaxpr.eqns for v in eqn.outvars}
+    producers: dict[Any, Any] = {v: eqn for eqn in jaxpr.eqns for v in eqn.outvars}
     reads_trace = set(trace_vars)
     for eqn in jaxpr.eqns:
         if any(is_var(v) and v in reads_trace for v in eqn.invars):
             reads_trace.update(eqn.outvars)
     for out, invar, shape in zip(jaxpr.outvars, jaxpr.invars[1:], shapes):
-        eqn = producers.get(out)
-        if eqn is None or eqn.primitive.name != "mul" or out.aval.shape != shape.shape:
+        producer = producers.get(out)
+        aval: Any = out.aval  # a ShapedArray (jax types it as the abstract base)
+        if producer is None or producer.primitive.name != "mul" or aval.shape != shape.shape:
             return None
-        if out.aval.dtype != shape.dtype:
+        if aval.dtype != shape.dtype:
             return None
-        factors = [v for v in eqn.invars if v is not invar]
-        if len(factors) != 1 or invar not in eqn.invars:
+        factors = [v for v in producer.invars if v is not invar]
+        if len(factors) != 1 or invar not in producer.invars:
             return None
         if is_var(factors[0]) and factors[0] in reads_trace:
             return None
@@ -145,10 +146,12 @@ def drtrl_gradient(trace: dict, dl_dh: Any, weights: dict, rules: PrimitiveRules
     r"""Online D-RTRL gradient of one step: :math:`\nabla_\theta L^t = \sum_a
     (\partial L^t/\partial h^t_a) \cdot \epsilon^t_a` (summed over hidden positions, and over
     the batch for batched primitives), in the shape of the primitive's trainable inputs."""
-    total = None
+    total: dict | None = None
     for a in range(dl_dh.shape[-1]):
         part = rules.etrace_to_dw(_slice(trace, a), dl_dh[..., a], weights, **rules.params)
         total = part if total is None else _add(total, part)
+    if total is None:
+        raise ValueError("the learning signal has no hidden positions (last axis of size 0)")
     return total
 
 
@@ -267,11 +270,13 @@ def fresh_gradient(
     It is D-RTRL's whole gradient when :math:`D^t \equiv 0` (then
     :math:`\epsilon^t = \mathrm{diag}(D_f^t)\otimes x^t`), at the cost of one ``xy_to_dw``
     instead of a read of the parameter-sized trace."""
-    total = None
+    total: dict | None = None
     for a in range(dl_dh.shape[-1]):
         signal = sum_to_shape(df[..., a] * dl_dh[..., a], y_shape)
         part = rules.xy_to_dw(x, signal.astype(df.dtype), weights, **rules.params)
         total = part if total is None else _add(total, part)
+    if total is None:
+        raise ValueError("the learning signal has no hidden positions (last axis of size 0)")
     return total
 
 
@@ -313,3 +318,62 @@ def sum_to_shape(value: Any, shape: tuple[int, ...]) -> Any:
         value = jnp.sum(value, axis=tuple(range(extra)))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and value.shape[i] != 1)
     return jnp.sum(value, axis=axes, keepdims=True) if axes else value
+
+
+def resolve_trace_dtype(trace_dtype: Any) -> Any:
+    r"""The storage dtype of the eligibility traces: ``None`` (the model's dtype) or a
+    floating dtype such as ``jnp.bfloat16``.
+
+    Stored in a narrower dtype, every trace update is still computed in the model's dtype
+    (:func:`widen_traces`) and rounded once when stored (:func:`store_traces`): the carried
+    trace is read and written at half the bytes, and the error of a step is one rounding
+    (relative :math:`2^{-8}` for bfloat16), not one per operation.
+
+    >>> resolve_trace_dtype("bfloat16")
+    dtype(bfloat16)
+    """
+    if trace_dtype is None:
+        return None
+    try:
+        dtype = jnp.dtype(trace_dtype)
+    except TypeError as err:
+        raise TypeError(
+            f"trace_dtype must be a floating dtype such as jnp.bfloat16, got {trace_dtype!r}"
+        ) from err
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(
+            f"trace_dtype must be a floating dtype (the traces are real-valued sums), got "
+            f"{dtype}; e.g. etp_viz.D_RTRL(model, trace_dtype=jnp.bfloat16), or None for the "
+            "model's dtype"
+        )
+    return dtype
+
+
+def compute_dtype(model_dtype: Any, trace_dtype: Any) -> Any:
+    """The dtype trace updates and contractions run in: the model's float dtype, promoted with
+    a wider storage dtype (``trace_dtype=None``: the model's)."""
+    if trace_dtype is None:
+        return jnp.dtype(model_dtype)
+    return jnp.promote_types(model_dtype, trace_dtype)
+
+
+def store_traces(traces: Any, dtype: Any) -> Any:
+    """``traces`` with every floating leaf cast to the storage ``dtype`` (``None``: as is).
+    Integer leaves (e.g. ES-D-RTRL's input trace of embedding ids) keep their dtype."""
+    if dtype is None:
+        return traces
+    return jax.tree.map(lambda v: _cast_float(v, dtype), traces)
+
+
+def widen_traces(traces: Any, dtype: Any, compute: Any) -> Any:
+    """``traces`` stored in ``dtype`` with every floating leaf cast to the ``compute`` dtype
+    (``dtype=None``: as is) -- the dtype each update and contraction runs in."""
+    if dtype is None:
+        return traces
+    return jax.tree.map(lambda v: _cast_float(v, compute), traces)
+
+
+def _cast_float(value: Any, dtype: Any) -> Any:
+    if value is None or not jnp.issubdtype(jnp.result_type(value), jnp.floating):
+        return value
+    return value.astype(dtype)

@@ -53,10 +53,12 @@ class StateLayout:
         self.plan = plan
         self.states = minfo.compiled_model_states
         self.treedefs = [jax.tree.structure(st.value) for st in self.states]
+        #: leaves per state (``PyTreeDef.num_leaves``, which jax's stubs do not declare)
+        self.leaf_counts = [len(jax.tree.leaves(st.value)) for st in self.states]
         is_param, owner = [], []
-        for i, (st, td) in enumerate(zip(self.states, self.treedefs)):
-            is_param += [isinstance(st, brainstate.ParamState)] * td.num_leaves
-            owner += [i] * td.num_leaves
+        for i, (st, count) in enumerate(zip(self.states, self.leaf_counts)):
+            is_param += [isinstance(st, brainstate.ParamState)] * count
+            owner += [i] * count
         self.is_param = is_param
         self.param_positions = [i for i, p in enumerate(is_param) if p]
         self.other_positions = [i for i, p in enumerate(is_param) if not p]
@@ -76,8 +78,7 @@ class StateLayout:
         for pos, value in zip(self.other_positions, others):
             leaves[pos] = value
         start = 0
-        for st, td in zip(self.states, self.treedefs):
-            n = td.num_leaves
+        for st, td, n in zip(self.states, self.treedefs, self.leaf_counts):
             if not isinstance(st, brainstate.ParamState):
                 st.value = jax.tree.unflatten(td, leaves[start : start + n])
             start += n

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import statistics
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -37,8 +36,10 @@ import brainstate
 import jax
 import numpy as np
 
+from .history import History
+from .runner import Runner
 from .session import SESSION_OPTIONS, Session, check_options
-from .sources import DataSource, UserCodeError, apply_recipe, live_algorithm_name
+from .sources import DataSource, apply_recipe, live_algorithm_name
 
 __all__ = ["COMPARE_OPTIONS", "Comparison", "SharedStream", "learner_state_bytes"]
 
@@ -137,7 +138,7 @@ def _check_algorithms(algorithms: Any) -> list[Any]:
     return list(algorithms)
 
 
-class Comparison:
+class Comparison(Runner[dict[str, History]]):
     """Several online learners run in lockstep from the same initial model (module docstring).
 
     Parameters
@@ -161,6 +162,7 @@ class Comparison:
 
     def __init__(self, model: Any, x: Any, algorithms: Any, **options: Any) -> None:
         check_options(options, COMPARE_OPTIONS, "Comparison")
+        super().__init__()
         opts = apply_recipe({**COMPARE_OPTIONS, **options})  # the task's recipe: one for all
         algorithms = _check_algorithms(algorithms)
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
@@ -171,7 +173,7 @@ class Comparison:
         spf = opts["steps_per_frame"]
         self.auto_round = spf == "auto"
         self.steps_per_round = 16 if self.auto_round else max(1, int(spf))
-        self.stream = None
+        self.stream: SharedStream | None = None
         if opts["data"] is not None and DataSource(opts["data"]).kind == "iterable":
             self.stream = SharedStream(opts["data"])
             opts = {**opts, "data": self.stream}
@@ -190,15 +192,10 @@ class Comparison:
             except Exception as error:
                 raise type(error)(f"compare mode, algorithm {label!r}: {error}") from error
         self.labels = list(self.sessions)
-        self._times: dict[str, deque] = {k: deque(maxlen=TIMING_WINDOW) for k in self.labels}
+        self._times: dict[str, deque[float]] = {k: deque(maxlen=TIMING_WINDOW) for k in self.labels}
         self.state_bytes = {
             k: learner_state_bytes(s.algorithm, s.model) for k, s in self.sessions.items()
         }
-        self.error: str | None = None
-        self._lock = threading.RLock()
-        self._pause_requested = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._listeners: list[Callable[[Comparison, str], None]] = []
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -208,26 +205,14 @@ class Comparison:
         return min(counts) if counts else max(s.step_count for s in self.sessions.values())
 
     @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
     def halted(self) -> bool:
         """True when every session is halted on a non-finite value."""
         return all(s.halted for s in self.sessions.values())
 
     @property
-    def histories(self) -> dict[str, Any]:
+    def histories(self) -> dict[str, History]:
         """``{label: History}``."""
         return {k: s.history for k, s in self.sessions.items()}
-
-    def observe(self, callback: Callable[[Comparison, str], None]) -> None:
-        """``callback(comparison, event)`` after each round (events as :meth:`Session.observe`)."""
-        self._listeners.append(callback)
-
-    def _notify(self, event: str) -> None:
-        for callback in list(self._listeners):
-            callback(self, event)
 
     # -- user code -----------------------------------------------------------------------
     def set_loss(self, loss: Callable) -> None:
@@ -250,14 +235,12 @@ class Comparison:
     def _advance(self, session: Session, label: str, n: int) -> tuple[bool, float]:
         """Step one session ``n`` steps and time it (not when a frame compiled; the fidelity
         replays subtracted). Returns (compiled a frame, seconds spent measuring fidelity)."""
-        frames = len(session._frames)
-        meter = session._fidelity
-        measured = meter.seconds if meter is not None else 0.0
+        frames, measured = session.compiled_frames, session.fidelity_seconds
         began = time.perf_counter()
         session.step(n)
         seconds = time.perf_counter() - began
-        fidelity = meter.seconds - measured if meter is not None else 0.0
-        compiled = len(session._frames) != frames
+        fidelity = session.fidelity_seconds - measured
+        compiled = session.compiled_frames != frames
         if not compiled and n > 0:
             self._times[label].append(max(seconds - fidelity, 0.0) / n)
         return compiled, fidelity
@@ -280,66 +263,37 @@ class Comparison:
             self.stream.release(min(s.step_count for s in active.values()))
         return compiled, fidelity
 
-    def step(self, n: int = 1) -> dict[str, Any]:
-        """``n`` steps of every algorithm, now, in rounds of :attr:`steps_per_round` (every
-        algorithm at the same step after each); returns :attr:`histories`.
+    # -- what step / run / reset do (the rest is Runner's: module docstring) ---------------
+    def _advance_now(self, n: int) -> None:
+        """``n`` steps of every algorithm in rounds of :attr:`steps_per_round` (every
+        algorithm at the same step after each). A session halted on a non-finite value stays
+        where it failed (the others go on); an error in the data or loss (shared by all) is
+        raised as :class:`UserCodeError`."""
+        done = 0
+        while done < n:  # rounds of steps_per_round: the repeats are timed
+            size = min(self.steps_per_round, n - done)
+            self._round(size)
+            done += size
+        self.error = None
 
-        A session halted on a non-finite value stays where it failed (the others go on); an
-        error in the data or loss (shared by all) is raised as :class:`UserCodeError`.
-        """
-        if self.running:
-            raise RuntimeError("A background run is going; call `pause()` first.")
-        self._check_not_halted()
-        with self._lock:
-            try:
-                done = 0
-                while done < int(n):  # rounds of steps_per_round: the repeats are timed
-                    size = min(self.steps_per_round, int(n) - done)
-                    self._round(size)
-                    done += size
-            except UserCodeError as error:
-                self.error = str(error)
-                self._notify("error")
-                raise
-            self.error = None
-        self._notify("failure" if self.halted else "frame")
+    def _advance_until_paused(self, n_steps: int | None) -> None:
+        """Rounds until paused (or ``n_steps`` steps); 'auto' rounds adapt their size."""
+        done = 0
+        while not self._pause_requested.is_set() and not self.halted:
+            size = self.steps_per_round
+            if n_steps is not None:
+                size = min(size, n_steps - done)
+                if size <= 0:
+                    break
+            began = time.perf_counter()
+            compiled, fidelity = self._round(size)
+            done += size
+            if not compiled and size == self.steps_per_round:
+                self._adapt(size, time.perf_counter() - began - fidelity)
+            self._notify("frame")
+
+    def _result(self) -> dict[str, History]:
         return self.histories
-
-    def run(self, n_steps: int | None = None, background: bool = True) -> Comparison:
-        """Run rounds until :meth:`pause` (or ``n_steps`` steps), in a thread by default."""
-        if self.running:
-            raise RuntimeError("Already running; call `pause()` first.")
-        self._check_not_halted()
-        self._pause_requested.clear()
-        if not background:
-            self._run_loop(n_steps)
-            return self
-        self._thread = threading.Thread(target=self._run_loop, args=(n_steps,), daemon=True)
-        self._thread.start()
-        return self
-
-    def _run_loop(self, n_steps: int | None) -> None:
-        self._notify("started")
-        event, done = "paused", 0
-        with self._lock:
-            try:
-                while not self._pause_requested.is_set() and not self.halted:
-                    size = self.steps_per_round
-                    if n_steps is not None:
-                        size = min(size, n_steps - done)
-                        if size <= 0:
-                            break
-                    began = time.perf_counter()
-                    compiled, fidelity = self._round(size)
-                    done += size
-                    if not compiled and size == self.steps_per_round:
-                        self._adapt(size, time.perf_counter() - began - fidelity)
-                    self._notify("frame")
-            except UserCodeError as error:
-                self.error, event = str(error), "error"
-            except Exception as error:  # noqa: BLE001 - a background failure must be visible
-                self.error, event = f"{type(error).__name__}: {error}", "error"
-        self._notify("failure" if self.halted else event)
 
     def _adapt(self, size: int, seconds: float) -> None:
         """'auto' rounds: towards the power of two of steps that makes a round last about
@@ -352,34 +306,18 @@ class Comparison:
         elif best < size / 2:
             self.steps_per_round = max(size // 2, 1)
 
-    def pause(self, timeout: float | None = 30.0) -> None:
-        """Stop a run after the current round (every session at the same step)."""
-        self._pause_requested.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-
-    def wait(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def reset(self) -> None:
+    def _restore(self) -> None:
         """Every session back to the shared initial weights and states; histories cleared."""
-        self.pause()
-        with self._lock:
-            if self.stream is not None:
-                self.stream.restart()
-            for session in self.sessions.values():
-                session.reset()
-            for times in self._times.values():
-                times.clear()
-            self.error = None
-        self._notify("reset")
+        if self.stream is not None:
+            self.stream.restart()
+        for session in self.sessions.values():
+            session.reset()
+        for times in self._times.values():
+            times.clear()
 
-    def _check_not_halted(self) -> None:
-        if self.halted:
-            messages = [s.history.failure["message"] for s in self.sessions.values()]
-            raise RuntimeError("Every algorithm is halted; reset() to start again.\n" + messages[0])
+    def _halted_message(self) -> str:
+        messages = [(s.history.failure or {}).get("message", "") for s in self.sessions.values()]
+        return "Every algorithm is halted; reset() to start again.\n" + messages[0]
 
     # -- what is compared ----------------------------------------------------------------
     def costs(self) -> dict[str, dict[str, Any]]:
@@ -450,8 +388,9 @@ def format_bytes(n: int) -> str:
     >>> format_bytes(512), format_bytes(3 * 2**20)
     ('512 B', '3.0 MiB')
     """
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"  # pragma: no cover

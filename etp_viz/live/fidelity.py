@@ -11,21 +11,53 @@ window started in, with the *current* weights and no weight update:
 and records :math:`\cos(g_{on}, g_{bptt})` and :math:`\|g_{on} - g_{bptt}\| / \|g_{bptt}\|`,
 overall and per parameter. For an exact algorithm on its exact model class (D-RTRL with an
 element-wise recurrence) the cosine is 1 up to rounding. All states are restored afterwards,
-so measuring does not change the run.
+so measuring does not change the run. The meter reads a :class:`MeterContext` (the learner,
+the model, its weights, the loss and every state to restore), not the session.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import brainstate
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["FidelityMeter", "compare_gradients"]
+from etp_viz.learn.registry import OnlineLearner
+
+__all__ = ["FidelityMeter", "MeterContext", "compare_gradients"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MeterContext:
+    """What the fidelity meter reads: the session's parts, not the session
+    (:meth:`etp_viz.live.session.Session.meter_context`).
+
+    Attributes
+    ----------
+    algorithm
+        The online learner (its traces are zeroed at a window's start).
+    model
+        The network, called in the BPTT replay; its states are a window's start states.
+    params
+        The weights both gradients are taken for, ``{path: ParamState}``.
+    loss_fn
+        ``(output, target) -> scalar``, the session's loss.
+    states
+        Every state of the model and the learner (saved before a measurement, put back
+        after it).
+    """
+
+    algorithm: OnlineLearner
+    model: brainstate.nn.Module
+    params: Mapping[str, brainstate.ParamState]
+    loss_fn: Callable[[Any, Any], Any]
+    states: Callable[[], list[brainstate.State]]
 
 
 def compare_gradients(online: dict, reference: dict) -> dict[str, Any]:
@@ -60,30 +92,38 @@ def compare_gradients(online: dict, reference: dict) -> dict[str, Any]:
 
 class FidelityMeter:
     """Keeps the last window of inputs and the model states at window starts; measures on
-    request. The session splits a frame's scan at window starts and checkpoints (see
-    :meth:`next_stop`), the only places where the states are on hand."""
+    request, every ``every`` steps over the last ``window``. The session splits a frame's scan
+    at window starts and checkpoints (see :meth:`next_stop`), the only places where the states
+    are on hand."""
 
-    def __init__(self, session: Any, window: int) -> None:
+    def __init__(self, context: MeterContext, window: int, every: int) -> None:
         if window < 1:
             raise ValueError(f"fidelity_window must be >= 1, got {window}.")
-        self.session = session
+        self.context = context
         self.window = int(window)
-        self.every = int(session.options["fidelity_every"])
-        self.recent: deque = deque(maxlen=self.window)
-        self.snapshots: dict[int, list] = {}
-        self._online_grad = None
-        self._bptt_grad = None
+        self.every = int(every)
+        self.recent: deque[tuple[Any, Any]] = deque(maxlen=self.window)
+        self.snapshots: dict[int, list[Any]] = {}
+        self._online_grad: Callable[[Any, Any], Any] | None = None
+        self._bptt_grad: Callable[[Any, Any], Any] | None = None
         #: wall seconds spent measuring (compare mode subtracts it from the step time)
         self.seconds = 0.0
 
     @property
-    def model_states(self) -> list:
+    def model_states(self) -> list[brainstate.State]:
         """The model's states now (a ``reset_state`` may have built new State objects)."""
-        return list(self.session.model.states().values())
+        # no filter: one dict of states (a tuple of them only with several filters)
+        states = cast("Mapping[Any, brainstate.State]", self.context.model.states())
+        return list(states.values())
 
     def clear(self) -> None:
         self.recent.clear()
         self.snapshots.clear()
+
+    def rebind(self, context: MeterContext) -> None:
+        """Read ``context`` from now on (a new loss): the replays compile again."""
+        self.context = context
+        self._online_grad = self._bptt_grad = None
 
     # -- where a frame must stop -----------------------------------------------------------
     def _window_start(self, step: int) -> bool:
@@ -112,13 +152,13 @@ class FidelityMeter:
         return ready and len(self.recent) == self.window
 
     # -- measuring -------------------------------------------------------------------------
-    def _build(self) -> None:
-        session = self.session
+    def _build(self) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+        context = self.context
         algorithm, model, params, loss_fn = (
-            session.algorithm,
-            session.model,
-            session.params,
-            session.loss_fn,
+            context.algorithm,
+            context.model,
+            context.params,
+            context.loss_fn,
         )
 
         def online_loss(x_t: Any, y_t: Any) -> Any:
@@ -130,11 +170,13 @@ class FidelityMeter:
             )
             return jnp.sum(losses)
 
-        self._online_grad = brainstate.transform.jit(brainstate.transform.grad(online_loss, params))
-        self._bptt_grad = brainstate.transform.jit(brainstate.transform.grad(bptt_loss, params))
+        online = brainstate.transform.jit(brainstate.transform.grad(online_loss, params))
+        bptt = brainstate.transform.jit(brainstate.transform.grad(bptt_loss, params))
+        return online, bptt
 
     def measure(self, step: int) -> dict[str, Any]:
-        """Replay the window both ways, append the result to the session's history."""
+        """Replay the window both ways; the result (the session appends it to its history's
+        ``fidelity``)."""
         began = time.perf_counter()
         try:
             return self._measure(step)
@@ -142,10 +184,9 @@ class FidelityMeter:
             self.seconds += time.perf_counter() - began
 
     def _measure(self, step: int) -> dict[str, Any]:
-        if self._online_grad is None:
-            self._build()
-        session = self.session
-        saved = [(state, state.value) for state in session._all_states()]
+        if self._online_grad is None or self._bptt_grad is None:
+            self._online_grad, self._bptt_grad = self._build()
+        saved = [(state, state.value) for state in self.context.states()]
         start = self.snapshots.pop(int(step) - self.window)
         for old in [s for s in self.snapshots if s < int(step) - self.window]:
             del self.snapshots[old]
@@ -153,7 +194,7 @@ class FidelityMeter:
         ys = [y for _, y in self.recent]
         try:
             self._enter_window(start)
-            online = None
+            online: Any = None
             for x_t, y_t in zip(xs, ys):
                 grads = self._online_grad(x_t, y_t)
                 online = grads if online is None else jax.tree.map(jnp.add, online, grads)
@@ -164,12 +205,10 @@ class FidelityMeter:
         finally:
             for state, value in saved:
                 state.value = value
-        result = {"step": int(step), "window": self.window, **compare_gradients(online, reference)}
-        session.history.fidelity.append(result)
-        return result
+        return {"step": int(step), "window": self.window, **compare_gradients(online, reference)}
 
-    def _enter_window(self, start_values: list) -> None:
-        algorithm = self.session.algorithm
+    def _enter_window(self, start_values: list[Any]) -> None:
+        algorithm = self.context.algorithm
         # zero the traces only: the model's states are overwritten just below, and a model
         # reset could build new State objects the session's compiled frames do not read
         reset = getattr(algorithm, "reset_traces", None) or getattr(algorithm, "reset_state", None)

@@ -112,7 +112,7 @@ def _task_frame(task: Any, start: int, n: int) -> tuple[Any, Any] | None:
         return None
     sample = task.sample
     owner = next((c for c in type(task).__mro__ if "sample_numpy" in c.__dict__), None)
-    if owner is not None and type(task).sample is owner.sample:  # `sample` not overridden
+    if owner is not None and type(task).sample is getattr(owner, "sample", None):  # not overridden
         sample = task.sample_numpy
     cache = task.__dict__.setdefault("_etp_viz_frame_cache", {})
     first = start // length
@@ -141,8 +141,8 @@ def gather_frame(source: DataSource, start: int, n: int) -> FrameData:
             return FrameData(None, None, 0, UserCodeError("data", start, error))
         if fast is not None:
             return FrameData(fast[0], fast[1], n, None)
-    pairs, error = source.many(start, n)
+    pairs, failure = source.many(start, n)
     if not pairs:
-        return FrameData(None, None, 0, error)
+        return FrameData(None, None, 0, failure)
     xs, ys = stack_pairs(pairs)
-    return FrameData(xs, ys, len(pairs), error)
+    return FrameData(xs, ys, len(pairs), failure)

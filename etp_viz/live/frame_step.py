@@ -14,6 +14,9 @@ Two compiled forms of the same frame, chosen by the session:
   finite weights and is measured in full. The session replays a suspect frame this way from
   the states it had before the frame, so a failure is still reported at its exact step.
 
+The frame reads a :class:`FrameContext` (the learner, its weights, the probe, the recorder,
+the optimizer, the loss and where the current chunk starts), not the session.
+
 Both measure the same steps (:func:`frame_schedule`) and return ``(ring, opt_state,
 packed)``: ``ring`` is the recorder's bookkeeping only (write count, halt flag, failure record;
 the session's ring has no row buffer) and ``packed`` is the frame's single host transfer, its
@@ -25,18 +28,25 @@ row per step, with the failure record).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import brainstate
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
+from etp_viz.learn.registry import OnlineLearner
+
+from .probe import Probe
+from .recorder import Recorder
 from .sources import UserCodeError
 
 __all__ = [
     "Flight",
+    "FrameContext",
     "build_frame",
     "frame_schedule",
     "replay_pieces",
@@ -64,15 +74,50 @@ def _part(tree: Any, start: int, stop: int) -> Any:
     return jax.tree.map(lambda a: a[start:stop], tree)
 
 
-def build_frame(session: Any, careful: bool, every: int | None = None) -> Callable:
-    """The session's jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)``,
-    measuring every ``every``-th step (default: the session's ``record_every``).
+@dataclasses.dataclass(frozen=True)
+class FrameContext:
+    """What a jitted frame reads: the session's parts, not the session
+    (:meth:`etp_viz.live.session.Session.frame_context`).
+
+    Attributes
+    ----------
+    algorithm
+        The online learner; one call is one forward step with its traces advanced.
+    params
+        The weights it learns, ``{path: ParamState}`` (updated in place by the frame).
+    probe, recorder
+        What is measured on a step and how a row of it is recorded on the device.
+    optimizer
+        The optax transformation applied to each step's online gradient.
+    loss_fn
+        ``(output, target) -> scalar``, the user's loss.
+    chunk_start
+        The first step of the chunk being dispatched (read while tracing, to name the step
+        of a failing loss).
+    record_every
+        The measuring interval a frame uses unless it is given another.
+    """
+
+    algorithm: OnlineLearner
+    params: Mapping[str, brainstate.ParamState]
+    probe: Probe
+    recorder: Recorder
+    optimizer: optax.GradientTransformation
+    loss_fn: Callable[[Any, Any], Any]
+    chunk_start: Callable[[], int]
+    record_every: int
+
+
+def build_frame(context: FrameContext, careful: bool, every: int | None = None) -> Callable:
+    """The jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)`` of a
+    session's :class:`FrameContext`, measuring every ``every``-th step (default: the
+    context's ``record_every``).
 
     Neither donates its arguments: the session keeps a frame's start states (references)
     to replay it if it turns out suspect.
     """
-    algorithm, params, probe = session.algorithm, session.params, session.probe
-    optimizer, recorder, user_loss = session.optimizer, session.recorder, session.loss_fn
+    algorithm, params, probe = context.algorithm, context.params, context.probe
+    optimizer, recorder, user_loss = context.optimizer, context.recorder, context.loss_fn
 
     def loss_of(x_t: Any, y_t: Any) -> Any:
         output = algorithm(x_t)
@@ -80,11 +125,11 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
             value = user_loss(output, y_t)
         except Exception as error:  # noqa: BLE001 - reported to the user, not fatal
             # Tracing happens on a chunk's first call: name that chunk's first step.
-            raise UserCodeError("loss", session._chunk_start, error) from error
+            raise UserCodeError("loss", context.chunk_start(), error) from error
         return jnp.asarray(value).reshape(()), output
 
     grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
-    every = max(1, int(session.record_every if every is None else every))
+    every = max(1, int(context.record_every if every is None else every))
     heavy_columns = jnp.asarray(recorder.heavy_mask())
 
     def train_step(opt_state: Any, x_t: Any, y_t: Any) -> tuple:
@@ -133,7 +178,8 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
         status = recorder.status_of(ring)
         length = jax.tree.leaves(xs)[0].shape[0]
         full, rest = divmod(length, every)
-        losses, measured = [], []
+        loss_parts: list[jax.Array] = []
+        measured_parts: list[jax.Array] = []
         if full > 1:  # a scan over blocks of `record_every` steps
             blocks = [
                 jax.tree.map(lambda a: a[: full * every].reshape(full, every, *a.shape[1:]), t)
@@ -142,23 +188,23 @@ def build_frame(session: Any, careful: bool, every: int | None = None) -> Callab
             opt_state, (block_losses, rows) = brainstate.transform.scan(
                 lambda o, xy: block(o, *xy), opt_state, tuple(blocks)
             )
-            losses.append(block_losses.reshape(full * every, dense_width))
-            measured.append(rows)
+            loss_parts.append(block_losses.reshape(full * every, dense_width))
+            measured_parts.append(rows)
         elif full == 1:
             opt_state, (block_losses, row) = block(
                 opt_state, *(_part(t, 0, every) for t in (xs, ys))
             )
-            losses.append(block_losses)
-            measured.append(row[None])
+            loss_parts.append(block_losses)
+            measured_parts.append(row[None])
         if rest:
             start = full * every
             opt_state, (block_losses, row) = block(
                 opt_state, *(_part(t, start, length) for t in (xs, ys))
             )
-            losses.append(block_losses)
-            measured.append(row[None])
-        losses = jnp.concatenate(losses) if len(losses) > 1 else losses[0]
-        measured = jnp.concatenate(measured) if len(measured) > 1 else measured[0]
+            loss_parts.append(block_losses)
+            measured_parts.append(row[None])
+        losses = jnp.concatenate(loss_parts) if len(loss_parts) > 1 else loss_parts[0]
+        measured = jnp.concatenate(measured_parts) if len(measured_parts) > 1 else measured_parts[0]
         # the only checks of the fast frame: every loss, every measured row, the final state
         rows_ok = jnp.all(jnp.isfinite(losses)) & jnp.all(jnp.isfinite(measured))
         state_ok = jnp.all(probe.check_state({n: s.value for n, s in params.items()}))

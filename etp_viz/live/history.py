@@ -376,13 +376,13 @@ class History:
         """Write an ``.npz`` file (arrays + a JSON header); read it back with
         :func:`load_history`."""
         header = {"fidelity": self.fidelity, "failure": self.failure, "meta": self.meta}
-        arrays = {f"m:{name}": values for name, values in self.metrics.items()}
+        arrays: dict[str, Any] = {f"m:{name}": values for name, values in self.metrics.items()}
         arrays.update({f"a:{name}": rows for name, rows in self._activity.items()})
         arrays["activity_steps"] = self._activity_steps
+        arrays["steps"] = self.steps
+        arrays[_META_KEY] = np.array(json.dumps(header))
         buffer = io.BytesIO()
-        np.savez_compressed(
-            buffer, steps=self.steps, **{_META_KEY: np.array(json.dumps(header))}, **arrays
-        )
+        np.savez_compressed(buffer, **arrays)
         with open(path, "wb") as handle:
             handle.write(buffer.getvalue())
 

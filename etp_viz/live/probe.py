@@ -166,8 +166,9 @@ class Probe:
         are NaN ("not measured") otherwise; df / dh-dh come from the step-data hook and are
         masked to NaN the same way."""
         traces = [state.value for state in self.trace_states.values()]
-        if self._trace_layout:
-            traces += [getter(self.etrace.value) for getter in self._trace_layout.values()]
+        etrace = self.etrace
+        if self._trace_layout and etrace is not None:
+            traces += [getter(etrace.value) for getter in self._trace_layout.values()]
         operands = (
             traces,
             [grads[n] for n in self.param_states],
@@ -182,8 +183,8 @@ class Probe:
         parts = [dense, norms[: len(traces)]]
         if self._jacobian_spec:
             record = self.algorithm.step_data_record.value
-            values = [jnp.asarray(record[n], jnp.float32).reshape(-1) for n in self._jacobian_spec]
-            values = jnp.concatenate(values)
+            flat = [jnp.asarray(record[n], jnp.float32).reshape(-1) for n in self._jacobian_spec]
+            values = jnp.concatenate(flat)
             parts.append(values if measured is True else jnp.where(measured, values, jnp.nan))
         parts.append(norms[len(traces) :])
         return jnp.concatenate(parts)
@@ -462,8 +463,8 @@ def _activity_row(
     if synapse is not None:
         found = algorithm.traces_of_path(algorithm.etrace.value, synapse["path"])
         units, i = synapse["units"], synapse["i"]
-        traces = _trace_column(found[synapse["key"]], synapse["leaf"], synapse["shape"], units)
-        traces = traces.astype(jnp.float32)
+        column = _trace_column(found[synapse["key"]], synapse["leaf"], synapse["shape"], units)
+        traces = jnp.asarray(column, jnp.float32)
         grad = grads[synapse["name"]]
         grad = grad[synapse["leaf"]] if isinstance(grad, dict) else grad
         grad = jnp.asarray(grad, jnp.float32)[:, :units]

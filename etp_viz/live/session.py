@@ -26,8 +26,12 @@ gradient and weight-change norms: one pass over a parameter- or trace-sized arra
 every ``record_every``-th step of a frame and on its last step (NaN in the history means "not
 measured"). The frame is a scan over blocks of ``record_every`` steps: ``record_every - 1``
 plain training steps, then one measured step, so an unmeasured step costs what the bare
-algorithm step costs (see ``_frame_step``). ``'auto'`` frame lengths and measuring intervals
-follow the measured step time (see ``_pacer``).
+algorithm step costs (see :mod:`~etp_viz.live.frame_step`). ``'auto'`` frame lengths and
+measuring intervals follow the measured step time (see :mod:`~etp_viz.live.pacer`).
+
+The frame and the fidelity meter read small typed contexts (:meth:`Session.frame_context`,
+:meth:`Session.meter_context`), not the session; step / run / pause / reset are
+:class:`~etp_viz.live.runner.Runner`'s, shared with compare mode.
 
 Failures: a frame checks, once after its scan, the loss of every step, every measured value,
 every parameter and every hidden state. If one is NaN/inf, the frame is replayed from the
@@ -44,10 +48,10 @@ function is stored in :attr:`Session.error`, raised as :class:`UserCodeError` fr
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import brainstate
@@ -55,12 +59,21 @@ import jax
 
 from etp_viz.learn.base import describe_mesh
 
+from .fidelity import FidelityMeter, MeterContext
 from .frame_data import FrameData, gather_frame
-from .frame_step import Flight, build_frame, replay_pieces, restore_states, snapshot_states
+from .frame_step import (
+    Flight,
+    FrameContext,
+    build_frame,
+    replay_pieces,
+    restore_states,
+    snapshot_states,
+)
 from .history import History, final_loss_text, load_history, task_levels
 from .pacer import FRAME_SECONDS, Pacer, frame_option
 from .probe import Probe
 from .recorder import Recorder
+from .runner import Runner
 from .sources import (
     DataSource,
     UserCodeError,
@@ -101,7 +114,7 @@ def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) ->
         )
 
 
-class Session:
+class Session(Runner[History]):
     """Online learning of ``model`` on a data stream, with on-device recording.
 
     Parameters
@@ -155,6 +168,7 @@ class Session:
 
     def __init__(self, model: Any, x: Any, **options: Any) -> None:
         check_options(options, SESSION_OPTIONS, "Session")
+        super().__init__()
         opts = apply_recipe({**SESSION_OPTIONS, **options})
         spf = frame_option(opts["steps_per_frame"], "steps_per_frame")
         every = frame_option(opts["record_every"], "record_every")
@@ -183,35 +197,31 @@ class Session:
         capacity = max(int(opts["capacity"]), 1 if spf == "auto" else int(spf))
         self._pacer = Pacer(spf, every, capacity)
         spec, dense = self.probe.spec(), tuple(self.probe.dense_spec())
-        self.recorder = Recorder(spec, capacity=capacity, checks=self.probe.checks(), dense=dense)
-        self._states_cache: list[Any] | None = None
+        self.recorder = Recorder(
+            spec, capacity=capacity, checks=tuple(self.probe.checks()), dense=dense
+        )
+        self._states_cache: list[brainstate.State] | None = None
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
-        self._lock = threading.RLock()
-        self._pause_requested = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._listeners: list[Callable[[Session, str], None]] = []
         #: compiled frames by (careful, record_every)
-        self._frames: dict[tuple[bool, int], Callable] = {}
+        self._frames: dict[tuple[bool, int], Callable[..., Any]] = {}
         #: frames dispatched and not landed yet, oldest first
         self._flights: deque[Flight] = deque()
         #: ``(first step, FrameData)`` gathered ahead while the device ran the previous frame
         self._prefetched: tuple[int, FrameData] | None = None
         self._chunk_start = 0
         self._history = History(meta=self._meta())
-        self.error: str | None = None
-        self._fidelity = None
+        self._fidelity: FidelityMeter | None = None
         if int(opts["fidelity_every"]) > 0:
-            from .fidelity import FidelityMeter
-
-            self._fidelity = FidelityMeter(self, int(opts["fidelity_window"]))
+            window, every = int(opts["fidelity_window"]), int(opts["fidelity_every"])
+            self._fidelity = FidelityMeter(self.meter_context(), window, every)
         self._reset_counters()
 
     # -- state -----------------------------------------------------------------------------
-    def _all_states(self) -> list[Any]:
+    def _all_states(self) -> list[brainstate.State]:
         """Every state of the model and the algorithm (walked once: frames snapshot them)."""
         if self._states_cache is not None:
             return self._states_cache
-        states: dict[int, Any] = {}
+        states: dict[int, brainstate.State] = {}
         for owner in (self.model, self.algorithm):
             try:
                 for state in owner.states().values():
@@ -267,11 +277,6 @@ class Session:
         self._pacer.auto_every = False
 
     @property
-    def running(self) -> bool:
-        """True while a background :meth:`run` is going."""
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
     def halted(self) -> bool:
         """True after a non-finite step (see ``history.failure``); :meth:`reset` clears it."""
         return self._history.failure is not None
@@ -282,22 +287,48 @@ class Session:
         measured rows kept, see :class:`History`)."""
         return self._history
 
-    # -- listeners -------------------------------------------------------------------------
-    def observe(self, callback: Callable[[Session, str], None]) -> None:
-        """Call ``callback(session, event)`` after each frame (``event``: ``'frame'``,
-        ``'paused'``, ``'reset'``, ``'error'``, ``'failure'``, ``'started'``)."""
-        self._listeners.append(callback)
+    @property
+    def compiled_frames(self) -> int:
+        """How many jitted frames are compiled (one per measuring interval, fast or
+        step-checked): compare mode does not time a step that compiled one."""
+        return len(self._frames)
 
-    def _notify(self, event: str) -> None:
-        for callback in list(self._listeners):
-            callback(self, event)
+    @property
+    def fidelity_seconds(self) -> float:
+        """Wall seconds spent measuring fidelity so far (0 when the meter is off)."""
+        return self._fidelity.seconds if self._fidelity is not None else 0.0
+
+    # -- the typed contexts of the frame and the fidelity meter ----------------------------
+    def frame_context(self) -> FrameContext:
+        """What a jitted frame reads (:func:`~etp_viz.live.frame_step.build_frame`)."""
+        return FrameContext(
+            algorithm=self.algorithm,
+            params=self.params,
+            probe=self.probe,
+            recorder=self.recorder,
+            optimizer=self.optimizer,
+            loss_fn=self.loss_fn,
+            chunk_start=lambda: self._chunk_start,
+            record_every=self.record_every,
+        )
+
+    def meter_context(self) -> MeterContext:
+        """What the fidelity meter reads (:class:`~etp_viz.live.fidelity.FidelityMeter`)."""
+        return MeterContext(
+            algorithm=self.algorithm,
+            model=self.model,
+            params=self.params,
+            loss_fn=self.loss_fn,
+            states=self._all_states,
+        )
 
     # -- user code -------------------------------------------------------------------------
     def set_loss(self, loss: Callable) -> None:
         """Replace the loss (recompiles the step on the next call) and clear the error."""
-        with self._lock:
+        with self.recompiling():
             self.loss_fn = resolve_loss(loss, None)
-            self._invalidate_frames()
+            if self._fidelity is not None:
+                self._fidelity.rebind(self.meter_context())
             self.error = None
 
     def set_data(self, data: Any) -> None:
@@ -308,19 +339,29 @@ class Session:
             self.error = None
 
     # -- the jitted frame ------------------------------------------------------------------
-    def _invalidate_frames(self) -> None:
-        """Drop the compiled frames (the loss or a compiled-in constant changed)."""
-        self._frames.clear()
+    @contextmanager
+    def recompiling(self) -> Iterator[None]:
+        """Hold the session's lock while changing what the compiled frames read as a constant
+        (the loss, an ES-D-RTRL decay); the frames compile again on the next step.
 
-    def _frame(self, careful: bool, every: int) -> Callable:
+        >>> with session.recompiling():             # doctest: +SKIP
+        ...     session.algorithm.alpha_x, session.algorithm.alpha_f = 0.8, 0.8
+        """
+        with self._lock:
+            try:
+                yield
+            finally:
+                self._frames.clear()
+
+    def _frame(self, careful: bool, every: int) -> Callable[..., Any]:
         """The jitted frame (fast or step-checked) measuring every ``every``-th step."""
         key = (careful, every)
         if key not in self._frames:
-            self._frames[key] = build_frame(self, careful=careful, every=every)
+            self._frames[key] = build_frame(self.frame_context(), careful=careful, every=every)
         return self._frames[key]
 
     def _run_chunk(self, flight: Flight, xs: Any, ys: Any, n: int, first_step: int) -> None:
-        """Dispatch ``n`` stacked steps with the fast frame (see ``_frame_step``): one scan of
+        """Dispatch ``n`` stacked steps with the fast frame (:func:`build_frame`): one scan of
         ``steps_per_frame`` steps, else power-of-two scans (so only a few lengths are ever
         compiled). Nothing waits for the device here."""
         frame = self._frame(False, flight.every)
@@ -379,7 +420,7 @@ class Session:
             if self._fidelity is not None and self._fidelity.due(start + position):
                 self._land_all()
                 if not self.halted:
-                    self._fidelity.measure(start + position)
+                    self._history.fidelity.append(self._fidelity.measure(start + position))
         if data.error is not None:
             raise data.error
         if next_steps > 0 and self._prefetched is None and not self._pause_requested.is_set():
@@ -477,94 +518,34 @@ class Session:
         finally:
             self._land_all()
 
-    # -- public stepping -------------------------------------------------------------------
-    def step(self, n: int = 1) -> History:
-        """Run ``n`` online steps now (synchronously) and return the history.
+    # -- what step / run / reset do (the rest is Runner's) ---------------------------------
+    def _advance_now(self, n: int) -> None:
+        self._run_frames(n, lambda: self.recorder.capacity)
 
-        Raises :class:`UserCodeError` when the data or loss function fails (the session stays
-        usable) and :class:`RuntimeError` when the session is halted on a non-finite value.
-        """
-        if self.running:
-            raise RuntimeError("A background run is going; call `pause()` first.")
-        self._check_not_halted()
-        with self._lock:
-            self._pause_requested.clear()
-            try:
-                self._run_frames(int(n), lambda: self.recorder.capacity)
-            except UserCodeError:
-                self._notify("error")
-                raise
-            self._notify("failure" if self.halted else "frame")
+    def _advance_until_paused(self, n_steps: int | None) -> None:
+        self._run_frames(n_steps, lambda: self.steps_per_frame)
+
+    def _result(self) -> History:
         return self.history
 
-    def run(self, n_steps: int | None = None, background: bool = True) -> Session:
-        """Run ``n_steps`` steps (None: until :meth:`pause`), frame by frame.
-
-        With ``background=True`` (default) the loop runs in a daemon thread and this returns
-        at once; the kernel stays free to handle Pause. Errors end the run and are stored in
-        :attr:`error` / ``history.failure``.
-        """
-        if self.running:
-            raise RuntimeError("Already running; call `pause()` first.")
-        self._check_not_halted()
-        self._pause_requested.clear()
-        if not background:
-            self._run_loop(n_steps)
-            return self
-        self._thread = threading.Thread(target=self._run_loop, args=(n_steps,), daemon=True)
-        self._thread.start()
-        return self
-
-    def _run_loop(self, n_steps: int | None) -> None:
-        self._notify("started")
-        event = "paused"
-        with self._lock:
-            try:
-                self._run_frames(n_steps, lambda: self.steps_per_frame)
-            except UserCodeError:
-                event = "error"
-            except Exception as error:  # noqa: BLE001 - a background failure must be visible
-                self.error = f"{type(error).__name__}: {error}"
-                event = "error"
-        if self.halted:
-            event = "failure"
-        self._notify(event)
+    def _halted_message(self) -> str:
+        return str((self.history.failure or {}).get("message", ""))
 
     def _adapt_frame_size(self, steps: int, seconds: float) -> None:
         """``'auto'`` frame length and measuring interval from a landed frame's time (see
         :class:`~etp_viz.live.pacer.Pacer`)."""
         self._pacer.observe(steps, seconds)
 
-    def pause(self, timeout: float | None = 30.0) -> None:
-        """Stop a run before its next step and wait until the current frame is synced."""
-        self._pause_requested.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until a background run finishes (useful in scripts and tests)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def reset(self) -> None:
-        """Restore the initial weights, hidden states and traces; clear history and errors."""
-        self.pause()
-        with self._lock:
-            for state, value in self._initial_values.values():
-                state.value = value
-            self._reset_counters()
-            self.data.restart()
-            self._prefetched = None
-            self._history.clear()
-            self.error = None
-            if self._fidelity is not None:
-                self._fidelity.clear()
-        self._notify("reset")
-
-    def _check_not_halted(self) -> None:
-        if self.halted:
-            raise RuntimeError(self.history.failure["message"])
+    def _restore(self) -> None:
+        """The initial weights, hidden states and traces; history and meter cleared."""
+        for state, value in self._initial_values.values():
+            state.value = value
+        self._reset_counters()
+        self.data.restart()
+        self._prefetched = None
+        self._history.clear()
+        if self._fidelity is not None:
+            self._fidelity.clear()
 
     # -- saving ----------------------------------------------------------------------------
     def save_history(self, path: str) -> None:

@@ -7,7 +7,7 @@ exception in it becomes a :class:`UserCodeError` naming the function and the ste
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax.numpy as jnp
@@ -86,7 +86,7 @@ class DataSource:
     def __init__(self, data: Any) -> None:
         self.data = data
         self.kind = self._kind_of(data)
-        self._iterator = None
+        self._iterator: Iterator[Any] | None = None
         self._next_step = 0
 
     @staticmethod
@@ -159,11 +159,12 @@ class DataSource:
         if self._iterator is None:
             self._iterator = iter(self.data)
             self._next_step = 0
+        iterator = self._iterator
         while self._next_step < step:  # after a reset of a one-shot iterator: skip ahead
-            next(self._iterator)
+            next(iterator)
             self._next_step += 1
         self._next_step += 1
-        return next(self._iterator)
+        return next(iterator)
 
 
 def mse_loss(output: Any, target: Any) -> Any:

@@ -5,7 +5,7 @@ Dense and variants (``Linear``, ``SignedWLinear``, ``ScaledWSLinear``, ``SparseL
 ``Conv3d``), recurrent cells (``rnn``:
 ``ValinaRNNCell``, ``GRUCell``, ``LSTMCell``, ``MGUCell``, ``MiniGRU``, ``LeakyRateReadout``;
 ``cells``: ``URLSTMCell``, ``MinimalRNNCell``, ``MiniLSTM``, ``LRUCell``, ``CFNCell``) and
-spiking neurons (``LIF``, ``ALIF``).
+spiking neurons (``LIF``, ``ALIF``, ``SparseLIF``: sparse recurrent, event-driven).
 """
 
 from ._init import constant as constant
@@ -42,3 +42,4 @@ from .rnn import MGUCell as MGUCell
 from .rnn import MiniGRU as MiniGRU
 from .rnn import RecurrentCell as RecurrentCell
 from .rnn import ValinaRNNCell as ValinaRNNCell
+from .sparse import SparseLIF as SparseLIF

@@ -46,6 +46,7 @@ from .grouped import grouped_matmul as grouped_matmul
 from .lora import etp_lora_mm_p as etp_lora_mm_p
 from .lora import etp_lora_mv_p as etp_lora_mv_p
 from .lora import lora_matmul as lora_matmul
+from .sparse import FixedFanIn as FixedFanIn
 from .sparse import SparsePattern as SparsePattern
 from .sparse import etp_sp_mm_p as etp_sp_mm_p
 from .sparse import etp_sp_mv_p as etp_sp_mv_p

@@ -1,4 +1,10 @@
-"""Weights panel data: every ``ParamState`` with status, reason, suggested fix and its path."""
+"""Weights panel data: every ``ParamState`` with status, reason, suggested fix and its path.
+
+Status, reason, fix and claim are the compiler's verdict (``graph.verdicts(algorithm)``,
+:mod:`etp_viz.compiler.claims.verdict`); this module adds what only a view has: node ids, the
+path drawn to the boundary that blocked a weight, the dropped terms' nodes and the plain
+summary.
+"""
 
 from __future__ import annotations
 
@@ -8,38 +14,17 @@ from typing import Any
 import brainstate
 import jax
 
+from etp_viz.compiler.claims import combine_leaf_claims
+from etp_viz.compiler.claims.verdict import (
+    NOT_ETP_REASON,
+    NOT_READ_REASON,
+    WeightVerdict,
+    status_text,
+)
+
 from .nodes import aval_text, path_text
 from .plain import equation_names, owners, weight_summary
 from .types import WeightInfo
-
-#: diagnostic kind -> the fix we suggest for a weight it names (first match wins)
-FIXES: dict[str, str] = {
-    "relation_excluded_weight_to_weight": (
-        "route the op's output directly into a hidden state (element-wise ops only between "
-        "them) or learn it by BPTT"
-    ),
-    "primitive_inside_control_flow": "move the op out of the loop / learn it by BPTT",
-    "relation_excluded_shape_mismatch": (
-        "make the op's output broadcast-compatible with the hidden state it feeds, or learn "
-        "it by BPTT"
-    ),
-    "relation_excluded_no_paramstate": "hold the weight in a brainstate.ParamState",
-    "trainable_invar_not_paramstate": "hold the weight in a brainstate.ParamState",
-    "relation_tail_couples_positions": (
-        "keep the path from the op to the hidden state element-wise (no reshapes/sums across "
-        "positions), or learn it by BPTT"
-    ),
-    "relation_excluded_non_temporal": (
-        "its output reaches no hidden state: use it as a readout of the model output, or "
-        "learn it by BPTT"
-    ),
-}
-PLAIN_MATMUL_FIX = "use etp_viz.matmul instead of `@`"
-NO_ETP_FIX = "use an ETP primitive (etp_viz.matmul, etp_viz.element_wise, ...) for this weight"
-NOT_ETP_REASON = "not used by an ETP primitive"
-_MATMUL_PRIMITIVES = {"dot_general", "matmul", "dot"}
-_READOUT_KINDS = ("output_bypasses_hidden", "relation_excluded_non_temporal", "readout")
-_LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def _param_states(minfo: Any) -> list[tuple[str, Any]]:
@@ -60,101 +45,79 @@ def _key_text(keypath: Any) -> str:
 
 
 def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightInfo]:
-    """One :class:`WeightInfo` per ``ParamState`` of the model, in the model's order."""
+    """One :class:`WeightInfo` per ``ParamState`` of the model, in the model's order: the
+    compiler's verdict, with the nodes that draw it."""
     invars_of = {path_text(k): v for k, v in ann.minfo.weight_path_to_invars.items()}
     records = list(getattr(ann.graph, "diagnostics", ()) or ())
     readout_paths = {r.path: r for r in readouts}
-    has_readout_info = getattr(ann.graph, "readout_params", None) is not None
-    # weight path -> its diagnostics / relations, grouped once (not one scan per weight)
-    diagnostics_of: dict[str, list] = {}
-    for d in diagnostics:
-        diagnostics_of.setdefault(d.weight_path, []).append(d)
-    relations_of: dict[str, list] = {}
-    for r in relations:
-        for weight_path in r.weight_paths:
-            relations_of.setdefault(weight_path, []).append(r)
+    verdicts = weight_verdicts(ann)
     out = []
     plain: list[dict[str, Any]] = []  # what each weight's plain-language summary needs
     for path, state in _param_states(ann.minfo):
         invars = invars_of.get(path, [])
         consumers = [i for v in invars for i in ann.minfo.def_use.consumers.get(v, [])]
-        mine = list(diagnostics_of.get(path, ()))
-        mine.sort(key=lambda d: (_LEVEL_ORDER.get(d.level, 3), d.index))
-        contexts = {d.index: dict(getattr(records[d.index], "context", {}) or {}) for d in mine}
-        rels = relations_of.get(path, [])
+        verdict = verdicts.get(path) or _unknown(path, invars)
+        kinds = [diagnostics[i].kind for i in verdict.diagnostics]
+        rels = [relations[r] for r in verdict.relations if r < len(relations)]
         node_ids = [f"p:{path}"] if f"p:{path}" in ann.builder.nodes else []
         node_ids += [r.node for r in rels if r.node] + list(ann.eqn_ids(consumers))
-        kinds = [d.kind for d in mine]
         path_nodes: tuple[str, ...] = ()
         boundary: tuple[str, ...] = ()
-        fix = None
-        groups: tuple[int, ...] = ()
-        if rels:
-            status = "online"
-            groups = tuple(sorted({g for r in rels for g in r.groups}))
+        if verdict.online:
             path_nodes = tuple(
                 dict.fromkeys(n for r in rels for n in (r.node, *r.slice_nodes) if n)
             )
-            reason = next(
-                (d.message for d in mine if d.kind == "relation_included"),
-                f"learned online (group {', '.join(map(str, groups))})",
-            )
-        elif path in readout_paths or (
-            not has_readout_info and "relation_excluded_non_temporal" in kinds
-        ):
-            status = "exact"
+        elif verdict.readout:
             path_nodes = readout_paths[path].path_nodes if path in readout_paths else ()
-            preferred = sorted(mine, key=lambda d: d.kind != "output_bypasses_hidden")
-            reason = next(
-                (d.message for d in preferred if d.kind in _READOUT_KINDS),
-                "readout: reaches a model output without crossing a new hidden value "
-                "(exact same-step gradient)",
-            )
-        else:
-            status = "not_learned"
-            first = next((d for d in mine if d.kind != "relation_included"), None)
-            if first is not None:
-                reason = first.message
-                context = contexts[first.index]
-                path_nodes = ann.with_nested(ann.eqn_ids(context.get("path_eqn_indices", ())))
-                boundary = ann.eqn_ids(context.get("blocking_eqn_indices", ()))
-            elif not invars:
-                reason = "not read by the model's step"
-            else:
-                reason = NOT_ETP_REASON
-                path_nodes = ann.eqn_ids(consumers)
-            fix = next((FIXES[k] for k in kinds if k in FIXES), None)
-            if fix is None and invars:
-                prims = {ann.minfo.jaxpr.eqns[i].primitive.name for i in consumers}
-                fix = PLAIN_MATMUL_FIX if prims & _MATMUL_PRIMITIVES else NO_ETP_FIX
+        elif verdict.reason_record is not None:
+            context = dict(getattr(records[verdict.reason_record], "context", {}) or {})
+            path_nodes = ann.with_nested(ann.eqn_ids(context.get("path_eqn_indices", ())))
+            boundary = ann.eqn_ids(context.get("blocking_eqn_indices", ()))
             if path_nodes and boundary:
                 path_nodes = tuple(dict.fromkeys((*path_nodes, *boundary)))
-        claim = weight_claim(ann, path)
+        elif invars:
+            path_nodes = ann.eqn_ids(consumers)
         plain.append(
             {
                 "diagnostic_kinds": kinds,
                 "hidden_paths": tuple(dict.fromkeys(h for r in rels for h in r.hidden_paths)),
-                "not_read": status == "not_learned" and not invars,
-                "not_etp": status == "not_learned" and reason == NOT_ETP_REASON,
+                "not_read": not verdict.learned and not invars,
+                "not_etp": not verdict.learned and verdict.reason == NOT_ETP_REASON,
             }
         )
         out.append(
             WeightInfo(
-                **claim,
+                **weight_claim(ann, verdict),
                 path=path,
-                status=status,
-                groups=groups,
-                reason=reason,
-                fix=fix,
+                status=verdict.code,
+                groups=verdict.groups,
+                reason=verdict.reason,
+                fix=verdict.fix,
                 aval=_state_aval(state),
                 node_ids=tuple(dict.fromkeys(node_ids)),
                 path_nodes=tuple(path_nodes),
                 path_edges=ann.edges_among((*node_ids[:1], *path_nodes)),
                 boundary_nodes=tuple(boundary),
-                diagnostics=tuple(d.index for d in mine),
+                diagnostics=verdict.diagnostics,
             )
         )
     return add_summaries(out, plain)
+
+
+def weight_verdicts(ann: Any) -> dict[str, WeightVerdict]:
+    """``{dotted path: WeightVerdict}`` with the claims of the view's ``algorithm`` option
+    (none for ``algorithm=None`` or a graph that makes none)."""
+    verdicts = getattr(ann.graph, "verdicts", None)
+    if verdicts is None:
+        return {}
+    algorithm = ann.options.get("algorithm")
+    return {v.name: v for v in verdicts(algorithm or None).values()}
+
+
+def _unknown(path: str, invars: Any) -> WeightVerdict:
+    """A weight the graph gave no verdict for (a partial graph): not learned."""
+    reason = NOT_ETP_REASON if invars else NOT_READ_REASON
+    return WeightVerdict(tuple(path.split(".")), "not_learned", reason=reason)
 
 
 def add_summaries(weights: list[WeightInfo], plain: list[dict[str, Any]]) -> list[WeightInfo]:
@@ -179,42 +142,24 @@ def add_summaries(weights: list[WeightInfo], plain: list[dict[str, Any]]) -> lis
 
 #: dropped-term equations drawn per weight (the claim's ``dropped`` keeps them all)
 MAX_DROPPED_NODES = 12
-#: worst first: what a ParamState's combined claim is when its leaves differ
-_CLAIM_ORDER = {"none": 0, "approximate": 1, "exact": 2}
 
 
-def weight_claim(ann: Any, path: str) -> dict[str, Any]:
-    """The :class:`WeightInfo` claim fields of one ``ParamState`` (its leaves' claims).
-
-    A ParamState's claim is its leaves' worst (``none`` < ``approximate`` < ``exact``); the
-    reason names the leaves when they differ.
-    """
-    leaves = ann.claims_of(path)
-    if not leaves:
+def weight_claim(ann: Any, verdict: WeightVerdict) -> dict[str, Any]:
+    """The :class:`WeightInfo` claim fields of one ``ParamState``: its verdict's claim (the
+    worst of its leaves'), every leaf's, and the nodes of the terms it drops."""
+    if not verdict.leaf_claims:
         return {}
-    worst, reason = combine_leaf_claims(leaves)
-    dropped = [int(i) for _, c in leaves for i in getattr(c, "dropped", ())]
+    dropped = [int(i) for _, c in verdict.leaf_claims for i in getattr(c, "dropped", ())]
     # the first few (in equation order): a deep stack's first layer drops a term in every
     # layer above it, and the graph draws each weight's terms only when it is selected
     dropped_nodes = ann.eqn_ids(sorted(set(dropped))[:MAX_DROPPED_NODES])
     return {
-        "claim": worst,
-        "claim_reason": reason,
-        "leaf_claims": tuple((k, c.kind, c.reason) for k, c in leaves),
+        "claim": verdict.claim,
+        "claim_reason": verdict.claim_reason,
+        "leaf_claims": tuple((k, c.kind, c.reason) for k, c in verdict.leaf_claims),
         "dropped_nodes": dropped_nodes,
         "dropped_edges": ann.edges_into(dropped_nodes),
     }
-
-
-def combine_leaf_claims(leaves: list[tuple[str, Any]]) -> tuple[str, str]:
-    """``(kind, reason)`` of a ParamState from its leaves' ``[(leaf path, claim)]``: the worst
-    kind, the reasons of the leaves that have it, and each leaf's kind when they differ."""
-    kinds = {c.kind for _, c in leaves}
-    worst = min(kinds, key=lambda k: _CLAIM_ORDER.get(k, -1))
-    reasons = list(dict.fromkeys(c.reason for _, c in leaves if c.kind == worst and c.reason))
-    if len(kinds) > 1:
-        reasons.append(", ".join(f"{k}: {c.kind}" for k, c in leaves))
-    return worst, "; ".join(reasons)
 
 
 def claims_by_weight(claims: Any) -> dict[str, tuple[str, str]]:
@@ -228,18 +173,12 @@ def claims_by_weight(claims: Any) -> dict[str, tuple[str, str]]:
     return {path: combine_leaf_claims(leaves) for path, leaves in grouped.items()}
 
 
-_STATUS_WORDS = {"online": "online", "exact": "readout", "not_learned": "not learned"}
-
-
-def status_text(status: str, claim: str = "") -> str:
-    """What the weights panel says: ``"online · exact"``, ``"online · approximate"``,
-    ``"readout · exact"``, ``"not learned"`` (without a claim: the bare status).
-
-    >>> status_text("online", "approximate"), status_text("not_learned", "none")
-    ('online · approximate', 'not learned')
-    """
-    if status == "not_learned":
-        return "not learned"
-    if not claim or claim == "none":
-        return status
-    return f"{_STATUS_WORDS.get(status, status)} · {claim}"
+__all__ = [
+    "add_summaries",
+    "classify_weights",
+    "claims_by_weight",
+    "combine_leaf_claims",
+    "status_text",
+    "weight_claim",
+    "weight_verdicts",
+]

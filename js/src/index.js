@@ -17,9 +17,8 @@ import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
 import { weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel, attachVerification, COMPARE_ROW_HEIGHT } from "./panels.js";
 import { legendPanel, legendEntries, HIGHLIGHT_KEYS } from "./legend.js";
 import { logPositions } from "./live/graph-colour.js";
-import { relationMagnitudes } from "./live/series.js";
+import { decodeFloat32, relationMagnitudes } from "./live/series.js";
 import { formatNumber } from "./live/plots.js";
-import { decodeFloat32 } from "./live.js";
 import { warmFonts } from "./fonts.js";
 import { LivePanels } from "./live/index.js";
 

@@ -9,7 +9,7 @@
 /**
  * @typedef {object} WidgetTraits  Every synced trait of the Python widgets, in one place:
  *   etp_viz/explorer/widget.py `Explorer` (view_model … live_panels) and
- *   etp_viz/explorer/show.py `LiveExplorer(Explorer)` (live_status). `live_history` is not a
+ *   etp_viz/explorer/live_explorer.py `LiveExplorer(Explorer)` (live_status). `live_history` is not a
  *   trait: LiveExplorer.frontend_state() adds it to the state a saved page embeds
  *   (etp_viz/explorer/export.py), and the live region reads it with model.get() like a trait.
  *   tests/explorer/test_widget_traits.py checks this list against the Python classes.
@@ -29,7 +29,7 @@
  */
 
 /**
- * @typedef {object} LiveStatus  `LiveExplorer.live_status` (etp_viz/explorer/show.py `_update_status`).
+ * @typedef {object} LiveStatus  `LiveExplorer.live_status` (etp_viz/explorer/live_explorer.py `_update_status`).
  * @property {number} step
  * @property {boolean} running
  * @property {boolean} [halted]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from etp_viz import tasks
+from etp_viz.explorer.live_explorer import build_explorer
 from etp_viz.explorer.live_panels import _episode_window, panel_specs, panel_values
-from etp_viz.explorer.show import build_explorer
 
 
 @pytest.fixture(scope="module")

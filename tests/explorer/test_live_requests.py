@@ -7,7 +7,7 @@ import warnings
 import brainstate
 import pytest
 
-from etp_viz.explorer.show import LiveExplorer
+from etp_viz.explorer.live_explorer import LiveExplorer
 from etp_viz.live.session import Session
 from tests.live.models import etp_sine
 

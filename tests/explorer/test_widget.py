@@ -10,7 +10,7 @@ import pytest
 
 from etp_viz.explorer import export
 from etp_viz.explorer.bundle import BUNDLE
-from etp_viz.explorer.widget import DISPLAY_OPTIONS, Explorer, validate_options
+from etp_viz.explorer.widget import DISPLAY_OPTIONS, Explorer, split_display_options
 from tests.explorer.browser.real_view_models import real_view_model
 
 
@@ -53,9 +53,9 @@ def test_unknown_option_lists_the_valid_ones():
     for name in DISPLAY_OPTIONS:
         assert name in str(e.value)
     with pytest.raises(ValueError, match="rankdir"):
-        validate_options({"rankdir": "XY"})
+        split_display_options({"rankdir": "XY"})
     with pytest.raises(ValueError, match="unknown panel"):
-        validate_options({"panels": ["weights", "plots"]})
+        split_display_options({"panels": ["weights", "plots"]})
 
 
 def test_highlight_weight_and_select():

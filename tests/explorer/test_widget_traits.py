@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from etp_viz.explorer.show import LiveExplorer
+from etp_viz.explorer.live_explorer import LiveExplorer
 from etp_viz.explorer.widget import Explorer
 
 TYPES_JS = Path(__file__).resolve().parents[2] / "js" / "src" / "types.js"
@@ -45,4 +45,4 @@ def test_widget_traits_lists_nothing_python_does_not_send():
 
 def test_widget_traits_names_the_python_files():
     block = widget_traits_block()
-    assert "etp_viz/explorer/widget.py" in block and "etp_viz/explorer/show.py" in block
+    assert "etp_viz/explorer/widget.py" in block and "etp_viz/explorer/live_explorer.py" in block

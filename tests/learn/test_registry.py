@@ -85,6 +85,14 @@ def test_every_spec_names_its_family_and_kind():
         assert spec.summary, spec.name
 
 
+@pytest.mark.parametrize("name", [*learner_names(), "snap3", "pp_prop"])
+def test_a_built_learner_states_the_claim_family_of_its_spec(name):
+    """The compiler reads a learner's ``claim_family`` (never its class name): it must be the
+    registry's family for that name."""
+    alg = build_learner(_model(), name)
+    assert alg.claim_family == spec_of(name).family, (name, type(alg).__name__)
+
+
 @pytest.mark.parametrize("name", learner_names())
 def test_every_name_works_in_every_entry_point(name):
     """One registry: a name that one entry point takes, every entry point takes."""

@@ -75,7 +75,7 @@ def test_a_false_exact_claim_is_a_contradiction(x64, monkeypatch):
 
 
 def test_none_claim_with_an_online_gradient_is_a_contradiction():
-    from etp_viz.learn.verify import VerifyRow, _judge
+    from etp_viz.learn.verification import VerifyRow, _judge
 
     row = VerifyRow("w", "none", "", 0.3, 0.9, 1.0, 2.0)
     assert "non-zero" in _judge(row, 1e-7).contradiction
@@ -165,7 +165,7 @@ def test_a_model_without_hidden_state_is_refused():
 
 def test_a_param_state_row_combines_its_leaves(x64):
     """``report["cell.W"]`` of a leaf pair: norms, cosine and error of the leaves as one vector."""
-    from etp_viz.learn.verify import VerifyRow, _combine
+    from etp_viz.learn.verification import VerifyRow, _combine
 
     rng = np.random.default_rng(0)
     online = [rng.standard_normal(4), rng.standard_normal(3)]

@@ -185,17 +185,19 @@ def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
             warnings.simplefilter("ignore")
             session = Session(model, x0, data=data, steps_per_frame=steps_per_frame, record_every=4)
         if careful:  # every frame step-checked
-            session._frames[(False, 4)] = build_frame(session, careful=True)
+            session._frames[(False, 4)] = build_frame(session.frame_context(), careful=True)
         session.run(3 * steps_per_frame + 5, background=False)
         histories.append(session.history)
         weights.append({k: np.asarray(s.value["weight"]) for k, s in session.params.items()})
         assert (True, 4) not in session._frames  # nothing went non-finite: no replay compiled
     fast, careful = histories
     assert fast.num_steps == careful.num_steps == 3 * steps_per_frame + 5
+    # the two frames are different XLA programs (fusion order differs), so float32 sums
+    # agree to rounding, not bit for bit: 6e-5 relative was seen on jax 0.12 for a small norm
     for name in fast.metrics:
-        np.testing.assert_allclose(fast[name], careful[name], rtol=1e-5, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(fast[name], careful[name], rtol=5e-4, atol=1e-6, err_msg=name)
     for name in weights[0]:
-        np.testing.assert_allclose(weights[0][name], weights[1][name], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(weights[0][name], weights[1][name], rtol=5e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("replay_steps", [None, 3])
@@ -330,7 +332,7 @@ def test_a_replay_that_finds_nothing_keeps_every_later_step_of_an_iterable():
     pairs = [sine_data(t) for t in range(80)]
     session = tiny(data=iter(pairs), steps_per_frame=16, record_every=4)
     clean = tiny(data=iter(pairs), steps_per_frame=16, record_every=4)
-    fast = build_frame(session, careful=False)
+    fast = build_frame(session.frame_context(), careful=False)
     calls = []
 
     def first_call_suspect(*args):

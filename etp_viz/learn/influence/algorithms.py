@@ -42,7 +42,7 @@ class RTRL(InfluenceLearner):
     >>> alg = etp_viz.RTRL(model); alg.compile_graph(x0)       # doctest: +SKIP
     """
 
-    claim_name = "rtrl"
+    claim_family = "rtrl"
 
     def init_influence(self) -> Any:
         return jnp.zeros((self.num_hidden, self.num_params), self._theta_vec.dtype)
@@ -86,13 +86,13 @@ class SnAp(PatternedRTRL):
     """
 
     mask_same_step = True
+    claim_family = "snap"  # its claims carry "snap<n>" (``adjust_claims``)
 
     def __init__(self, model: Any, n: int = 2, name: str | None = None):
         if int(n) < 1 or int(n) != n:
             raise ValueError(f"SnAp's n must be a positive integer, got {n!r}")
         super().__init__(model, name=name)
         self.n = int(n)
-        self.claim_name = f"snap{self.n}"
 
     def prepare(self) -> None:
         reach_h, reach_theta = step_patterns(self)
@@ -107,7 +107,7 @@ class SnAp(PatternedRTRL):
             f"SnAp-{self.n} keeps the influence entries a parameter reaches within {self.n} "
             f"step(s); the step's coupling needs {self.depth}"
         )
-        return self.claims_by_columns(claims, self.covered, reason)
+        return self.claims_by_columns(claims, self.covered, reason, name=f"snap{self.n}")
 
 
 class UORO(InfluenceLearner):
@@ -120,7 +120,7 @@ class UORO(InfluenceLearner):
         Seeds the random signs (one fresh draw per step).
     """
 
-    claim_name = "uoro"
+    claim_family = "uoro"
 
     def __init__(self, model: Any, projection_key: Any = 0, name: str | None = None):
         super().__init__(model, name=name)

@@ -59,16 +59,17 @@ class InfluenceLearner(brainstate.nn.Module):
     inside ``brainstate.transform.grad(..., alg.param_states)``.
     """
 
-    #: the name its gradient claims carry (``graph.gradient_claims(alg)``)
-    claim_name = "influence"
+    #: whose gradient claims it makes (the registry's family; ``graph.gradient_claims(alg)``)
+    claim_family = "influence"
 
     def __init__(self, model: Any, name: str | None = None):
-        super().__init__(name=name)
+        # brainstate declares ``Module.__init__(name=...)`` only outside ``TYPE_CHECKING``
+        super().__init__(name=name)  # type: ignore[call-arg]
         self.model = model
         self.is_compiled = False
         self._compiled = _Held()
         self.graph = None
-        self.influence = None
+        self.influence: brainstate.ShortTermState | None = None
         self.mesh = None
 
     @property
@@ -115,7 +116,8 @@ class InfluenceLearner(brainstate.nn.Module):
         self.num_params = int(self._theta_vec.size)
         self.graph = None
         self._example = args
-        self._cut_fn = None  # the cut step, traced on first use (SnAp, OSTL, claims)
+        #: the cut step, traced on first use (SnAp, OSTL, claims)
+        self._cut_fn: _CutStep | None = None
         #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken forward
         self._forward_only = _uses_primitive(function.get_jaxpr(*args), "while")
         self.prepare()
@@ -123,6 +125,15 @@ class InfluenceLearner(brainstate.nn.Module):
         self._step = self._make_step()
         self._compiled_states = state_ids(self.model)
         self.is_compiled = True
+
+    def _influence_state(self) -> brainstate.ShortTermState:
+        """The influence's state, which :meth:`compile_graph` creates."""
+        if self.influence is None:
+            raise RuntimeError(
+                f"{type(self).__name__} is not compiled: call `alg.compile_graph(x0)` with an "
+                "example input of one step first"
+            )
+        return self.influence
 
     def prepare(self) -> None:
         """Called once per compilation, before :meth:`init_influence` (patterns, keys)."""
@@ -267,7 +278,7 @@ class InfluenceLearner(brainstate.nn.Module):
     # -- resets ------------------------------------------------------------------------------
     def reset_traces(self) -> None:
         """Zero the influence (the model's states are left as they are)."""
-        self.influence.value = self.init_influence()
+        self._influence_state().value = self.init_influence()
 
     def reset_state(self, batch_size: int | None = None, **kwargs: Any) -> None:
         """Reset the model's states (keeping the compiled batch size) and the influence."""
@@ -318,7 +329,7 @@ class InfluenceLearner(brainstate.nn.Module):
             claims[key] = GradientClaim(
                 path=key,
                 kind="exact",
-                algorithm=self.claim_name,
+                algorithm=self.claim_family,
                 online=True,
                 readout=bool(readout[start:stop].any()),
                 weight_path=path,
@@ -343,7 +354,7 @@ class InfluenceLearner(brainstate.nn.Module):
                 reason="" if exact else reason,
                 dropped=(),
                 online=True,
-                algorithm=name or self.claim_name,
+                algorithm=name or self.claim_family,
             )
         return claims
 
@@ -357,7 +368,8 @@ class _Held:
 class StepLayer(NamedTuple):
     """A layer of the step (:func:`.patterns.state_layers`): its hidden states' paths."""
 
-    index: int
+    # a field named like ``tuple.index``: valid at runtime, rejected by mypy's NamedTuple check
+    index: int  # type: ignore[assignment]
     hidden_paths: tuple
 
 
@@ -394,7 +406,7 @@ class _CutStep:
         )(values, *args)
         self.jaxpr, self.consts = _compat.split_closed_jaxpr(closed)
         self.values_def = jax.tree.structure(values)
-        self.num_values = self.values_def.num_leaves
+        self.num_values = len(jax.tree.leaves(values))
         self.out_def = jax.tree.structure(shapes[1])
         hidden_leaf = []
         for value, param in zip(values, is_param):
@@ -439,8 +451,8 @@ class _CutStep:
                 result.append(env[atom])  # the state's own new value
             else:
                 result.append(atom.val if _compat.is_literal(atom) else read(atom))
-        new_values = self.values_def.unflatten(result[: self.num_values])
-        return list(new_values), self.out_def.unflatten(result[self.num_values :])
+        new_values = jax.tree.unflatten(self.values_def, result[: self.num_values])
+        return list(new_values), jax.tree.unflatten(self.out_def, result[self.num_values :])
 
 
 def _output_vjp(fn: Any, *primals: Any, forward: bool = False) -> Any:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..pp_prop import IODimVjpAlgorithm
+from ..es_d_rtrl import IODimVjpAlgorithm
 from .algorithms import PatternedRTRL
 from .patterns import closed_pattern, state_layers, step_patterns
 
@@ -49,7 +49,7 @@ class OSTLRecurrent(PatternedRTRL):
     future states.
     """
 
-    claim_name = "ostl_recurrent"
+    claim_family = "ostl_recurrent"
 
     def prepare(self) -> None:
         reach_h, reach_theta = step_patterns(self)
@@ -77,6 +77,8 @@ class OSTLFeedforward(IODimVjpAlgorithm):
     --------
     >>> alg = etp_viz.OSTLFeedforward(model, decay_or_rank=0.9)   # doctest: +SKIP
     """
+
+    claim_family = "ostl_feedforward"
 
     def adjust_claims(self, claims: Any) -> Any:
         for key, claim in list(claims.items()):

@@ -73,12 +73,14 @@ def state_layers(
     for _ in range(max(k - 1, 0)):  # transitive closure (a handful of states)
         reach = reach | bool_matmul(reach, reach)
     same = reach & reach.T
-    layer_of, paths = [], []
+    layer_of: list[int] = []
+    paths: list[list[tuple]] = []
     for i in range(k):
         first = int(np.argmax(same[i]))
         if first == i:
             paths.append([])
         layer_of.append(len(paths) - 1 if first == i else layer_of[first])
         paths[layer_of[i]].append(path_of.get(id(hidden[i]), ("?",)))
-    units = np.concatenate([np.full(n, g, np.int64) for n, g in zip(sizes, layer_of)] or [[]])
+    parts = [np.full(n, g, np.int64) for n, g in zip(sizes, layer_of)]
+    units = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return units.astype(np.int64), paths

@@ -139,7 +139,7 @@ def jacobian_sparsity(
            [0, 1, 0],
            [0, 0, 1]])
     """
-    args = [jnp.asarray(a) for a in args]
+    args = tuple(jnp.asarray(a) for a in args)
     sizes = [int(a.size) for a in args]
     offsets = np.cumsum([0, *sizes])
     num_columns = int(offsets[-1])
@@ -202,7 +202,7 @@ class _Analysis:
         for d in deps:
             if d is None:
                 continue
-            flat = np.bitwise_or.reduce(d.reshape(-1, self.nbytes), axis=0)
+            flat = _or_reduce(d.reshape(-1, self.nbytes), axis=0)
             total = flat if total is None else total | flat
         return total
 
@@ -258,6 +258,7 @@ class _Analysis:
             ins = [read(a) for a in eqn.invars]
             in_d = [d for d, _ in ins]
             in_v = [v for _, v in ins]
+            out_d: list[Deps]
             if all(d is None for d in in_d):
                 out_d = [None] * len(eqn.outvars)
                 inner = _compat.call_jaxpr(eqn)
@@ -362,7 +363,8 @@ class _Analysis:
         if any(values[i] is None for i in indices):
             return self.move_anywhere(eqn, deps, list(indices))
         operands: list[Any] = [None] * len(eqn.invars)
-        table, offset = [], 0
+        blocks: list[np.ndarray] = []
+        offset = 0
         for i in data:
             shape = tuple(eqn.invars[i].aval.shape)
             size = math.prod(shape)
@@ -373,12 +375,12 @@ class _Analysis:
                 if d is None
                 else np.broadcast_to(d, (*shape, self.nbytes)).reshape(size, self.nbytes)
             )
-            table.append(rows)
+            blocks.append(rows)
             offset += size
         for i in indices:
             operands[i] = np.asarray(values[i])
-        table.append(np.zeros((1, self.nbytes), np.uint8))  # "no source": a constant
-        table = np.concatenate(table)
+        blocks.append(np.zeros((1, self.nbytes), np.uint8))  # "no source": a constant
+        table = np.concatenate(blocks)
         subfuns, params = _compat.eqn_bind_params(eqn)
         if "fill_value" in params:
             params = {**params, "fill_value": -1}  # an out-of-bounds read: no source
@@ -387,7 +389,7 @@ class _Analysis:
         except Exception as err:  # noqa: BLE001 - a primitive that refuses integers
             raise _NoRule from err
         outs = outs if eqn.primitive.multiple_results else [outs]
-        result = []
+        result: list[Deps] = []
         for var, src in zip(eqn.outvars, outs):
             src = np.asarray(src).reshape(-1).astype(np.int64)
             src = np.where((src >= 0) & (src < offset), src, offset)
@@ -411,7 +413,7 @@ class _Analysis:
             d = np.broadcast_to(d, (*shape, self.nbytes))
             d = np.broadcast_to(np.bitwise_or.reduce(d, axis=axes, keepdims=True), d.shape)
         zeros = [np.zeros(eqn.invars[i].aval.shape, eqn.invars[i].aval.dtype) for i in indices]
-        known = [None] * len(eqn.invars)
+        known: list[Any] = [None] * len(eqn.invars)
         for i, z in zip(indices, zeros):
             known[i] = z
         return self.move(eqn, [d, *deps[1:]], known)
@@ -457,19 +459,20 @@ class _Analysis:
         if len(deps) != 1:
             raise _NoRule
         axes = tuple(int(a) for a in eqn.params["axes"])
-        out = np.bitwise_or.reduce(deps[0], axis=axes) if axes else deps[0]
+        d = _operand(deps[0])
+        out = _or_reduce(d, axis=axes) if axes else d
         return [out] * len(eqn.outvars)
 
     def cumulative(self, eqn: Any, deps: list[Deps]) -> list[Deps]:
         axis = int(eqn.params["axis"])
-        d = deps[0]
+        d = _operand(deps[0])
         if eqn.params.get("reverse", False):
             return [np.flip(np.bitwise_or.accumulate(np.flip(d, axis), axis=axis), axis)]
         return [np.bitwise_or.accumulate(d, axis=axis)]
 
     def dot_general(self, eqn: Any, deps: list[Deps]) -> list[Deps]:
         (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-        parts = []
+        parts: list[tuple[np.ndarray, int] | None] = []
         for atom, d, contract, batch in (
             (eqn.invars[0], deps[0], lc, lb),
             (eqn.invars[1], deps[1], rc, rb),
@@ -481,9 +484,7 @@ class _Analysis:
                 continue
             d = np.broadcast_to(d, (*atom.aval.shape, self.nbytes))
             d = np.transpose(d, (*batch, *free, *contract, ndim))
-            d = np.bitwise_or.reduce(
-                d.reshape(*d.shape[: len(batch) + len(free)], -1, self.nbytes), axis=-2
-            )
+            d = _or_reduce(d.reshape(*d.shape[: len(batch) + len(free)], -1, self.nbytes), axis=-2)
             parts.append((d, len(free)))
         (a, b) = parts
         nbatch = len(lb)
@@ -511,6 +512,24 @@ class _Analysis:
 
 class _NoRule(Exception):
     """The equation is outside its rule's assumptions: use the conservative rule."""
+
+
+def _operand(d: Deps) -> np.ndarray:
+    """The dependencies of a rule's only operand: present, since a rule runs only for an
+    equation with some operand depending on the arguments."""
+    if d is None:
+        raise _NoRule
+    return d
+
+
+def _or_reduce(d: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
+    """``np.bitwise_or.reduce(d, axis=axis)``.
+
+    numpy >= 2.5's stubs declare the plain ``out=None, keepdims=False`` overload only for
+    Python >= 3.12, so mypy (``python_version = "3.11"``) finds no overload there; numpy
+    2.4's stubs (Python 3.11 venv) accept the call, hence ``unused-ignore`` too.
+    """
+    return np.bitwise_or.reduce(d, axis=axis)  # type: ignore[call-overload, unused-ignore]
 
 
 def _broadcasts(operand: tuple[int, ...], shape: tuple[int, ...]) -> bool:

@@ -89,7 +89,7 @@ class TruncatedBPTT(InfluenceLearner):
     (1, (4, 3))
     """
 
-    claim_name = "tbptt"
+    claim_family = "tbptt"
 
     def __init__(self, model: Any, window: int = 20, name: str | None = None):
         if isinstance(window, bool) or not isinstance(window, numbers.Integral):
@@ -100,7 +100,7 @@ class TruncatedBPTT(InfluenceLearner):
         if int(window) < 1:
             raise ValueError(f"TruncatedBPTT's window must be a positive integer, got {window!r}")
         super().__init__(model, name=name)
-        self.window = int(window)
+        self.window: int = int(window)
 
     # -- the windows ---------------------------------------------------------------------------
     def init_influence(self) -> dict:
@@ -117,7 +117,9 @@ class TruncatedBPTT(InfluenceLearner):
 
     def state_bytes(self) -> int:
         """Bytes of the learner's own state (the windows and the count)."""
-        return int(sum(np.asarray(a).nbytes for a in jax.tree.leaves(self.influence.value)))
+        return int(
+            sum(np.asarray(a).nbytes for a in jax.tree.leaves(self._influence_state().value))
+        )
 
     def _shift(self, windows: dict, hidden: Any, args: tuple) -> dict:
         """The windows one step on: ``args`` and the state before them appended, the oldest
@@ -196,7 +198,7 @@ class TruncatedBPTT(InfluenceLearner):
 
     def reset_traces(self) -> None:
         """Empty the windows and zero the count (the model's states are left as they are)."""
-        self.influence.value = self.init_influence()
+        self._influence_state().value = self.init_influence()
 
     # -- claims --------------------------------------------------------------------------------
     def adjust_claims(self, claims: Any) -> Any:
@@ -232,7 +234,7 @@ class TruncatedBPTT(InfluenceLearner):
             carried = bool_matmul(reach_h, carried)
         via_output = bool_matmul(reach_y, carried)
         via_state = bool_matmul(reach_h, carried)
-        return via_output.any(axis=0) | via_state.any(axis=0)
+        return np.asarray(via_output.any(axis=0) | via_state.any(axis=0))
 
 
 def _flat_outputs(out: Any) -> Any:

@@ -5,7 +5,7 @@
  * buffers (loss, trace magnitudes per relation, dh/dy and dh/dh heatmaps, fidelity), plus
  * graph nodes coloured by current trace magnitude with a legend.
  *
- * Python side: `LiveExplorer` in etp_viz/explorer/show.py (contract in docs/view-model.md,
+ * Python side: `LiveExplorer` in etp_viz/explorer/live_explorer.py (contract in docs/view-model.md,
  * "Live session"): `live_panels` declares panels, `{type: "live", name, shape, step}`
  * messages carry the recent window of a series, `live_status` the session state, requests
  * `live_step/run/pause/reset/set` drive it, `error` holds failures. A saved page (no kernel)

@@ -1,9 +1,22 @@
 // @ts-check
 /**
  * Live series on the page: the recent window of each metric (float32, as pushed by
- * etp_viz/explorer/show.py, or read from a saved page's `live_history`), and the pure maths
- * the panels need (smoothing, quantiles, per-relation trace magnitude).
+ * etp_viz/explorer/live_explorer.py, or read from a saved page's `live_history`), and the pure
+ * maths the panels need (smoothing, quantiles, per-relation trace magnitude).
  */
+
+/**
+ * A pushed buffer (custom message `{type: "live", name, shape, dtype: "float32"}`, one
+ * little-endian float32 buffer in C order) as a Float32Array (copied when unaligned).
+ */
+export function decodeFloat32(/** @type {ArrayBuffer | DataView | ArrayBufferView} */ buffer) {
+  if (buffer instanceof Float32Array) return buffer;
+  if (ArrayBuffer.isView(buffer)) {
+    const bytes = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+    return new Float32Array(bytes.slice().buffer);
+  }
+  return new Float32Array(buffer);
+}
 
 /**
  * @typedef {object} Series

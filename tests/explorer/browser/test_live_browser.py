@@ -1,7 +1,7 @@
 """The live region in headless Chromium, driven by a real Python session.
 
 The harness page's mock anywidget model forwards every request (Step, Run, Pause, Reset,
-live_set) to a real :class:`~etp_viz.explorer.show.LiveExplorer` through Playwright's
+live_set) to a real :class:`~etp_viz.explorer.live_explorer.LiveExplorer` through Playwright's
 ``expose_function``; what Python sends back (responses, float32 live buffers, trait changes of
 ``live_status`` and ``error``) is replayed into the page, so the panels draw real numbers.
 Every non-loopback request is aborted and counted (must be 0); page errors must be 0.

@@ -34,14 +34,18 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .base import ETraceVjpAlgorithm
+from .base import ETraceVjpAlgorithm, _float_dtype
 from .trace_math import (
     bias_correction,
+    compute_dtype,
     pp_contract,
     pp_signal,
     pp_update_f,
     pp_update_x,
     resolve_decay,
+    resolve_trace_dtype,
+    store_traces,
+    widen_traces,
 )
 
 __all__ = ["ES_D_RTRL", "IODimVjpAlgorithm", "pp_prop"]
@@ -61,12 +65,18 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
         live sharded, weights replicated (:mod:`etp_viz.learn.base`).
+    trace_dtype : dtype, optional
+        Store the input and df traces in this floating dtype (e.g. ``jnp.bfloat16``); each
+        update is computed in the model's dtype and rounded once on store. ``None``
+        (default): the model's dtype.
 
     Examples
     --------
     >>> alg = etp_viz.ES_D_RTRL(model, decay_or_rank=0.9)    # doctest: +SKIP
     >>> alg.compile_graph(x0); y = alg(x1)                   # doctest: +SKIP
     """
+
+    claim_family = "es_d_rtrl"  # whose gradient claims it makes (the registry's family)
 
     def __init__(
         self,
@@ -75,8 +85,10 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         vjp_method: str = "single-step",
         name: str | None = None,
         mesh: Any = None,
+        trace_dtype: Any = None,
     ):
         self.alpha_x, self.alpha_f = resolve_decay(decay_or_rank)
+        self.trace_dtype = resolve_trace_dtype(trace_dtype)
         super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
 
     def init_traces(self, plan: Any) -> dict:
@@ -103,20 +115,23 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
             for rel in plan.relations
             for g in rel.group_indices
         }
-        return {"x": xs, "f": fs}
+        self._compute_dtype = compute_dtype(_float_dtype(plan), self.trace_dtype)
+        return store_traces({"x": xs, "f": fs}, self.trace_dtype)
 
     def update_traces(self, traces: dict, data: dict, count: Any) -> dict:
         plan = self.graph_executor.plan
+        traces = widen_traces(traces, self.trace_dtype, self._compute_dtype)
         xs = {r: pp_update_x(v, data["x"][r], self.alpha_x) for r, v in traces["x"].items()}
         fs = {
             (r, g): pp_update_f(v, data["dh_dh"][g], data["df"][(r, g)], self.alpha_f)
             for (r, g), v in traces["f"].items()
         }
         del plan
-        return {"x": xs, "f": fs}
+        return store_traces({"x": xs, "f": fs}, self.trace_dtype)
 
     def trace_gradients(self, traces: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
         plan = self.graph_executor.plan
+        traces = widen_traces(traces, self.trace_dtype, self._compute_dtype)
         correction = bias_correction(self.alpha_f, count)
         grads: dict = {}
         for rel in plan.relations:

@@ -3,7 +3,7 @@ r"""Check the gradient claims against the numbers: online gradients next to BPTT
 :func:`verify` runs an online learner over a sequence (one gradient per step, summed) and
 backpropagation through time over the same sequence from the same states, then sets each
 weight leaf's measured fidelity beside the claim the compiler makes for it
-(:meth:`~etp_viz.ETraceGraph.gradient_claims`):
+(the leaves of its verdict, :meth:`~etp_viz.ETraceGraph.verdicts`):
 
 .. math::
 
@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from etp_viz.compiler.claims import canonical_algorithm
+from etp_viz.compiler.claims import CLAIM_KINDS, GradientClaims, claim_algorithm
 from etp_viz.compiler.dataflow import leaf_name
 
 from .bptt import bptt_gradients
@@ -216,8 +216,7 @@ def verify(
         minfo = getattr(alg.graph, "module_info", None)  # an influence learner's StepGraph: none
         if minfo is not None:
             _check_loss(minfo, xs, ys, loss_fn, loss is None)
-        own_claims = getattr(alg, "gradient_claims", None)  # influence learners: from the step
-        claims = own_claims() if own_claims else alg.graph.gradient_claims(algorithm=alg)
+        claims = _claims(alg)
         _restore(saved)
         true = bptt_gradients(model, xs, lambda outs: _total_loss(loss_fn, outs, ys))
         _restore(hidden)
@@ -227,13 +226,23 @@ def verify(
         if alg is not None and not given and alg.is_compiled:
             alg.reset_traces()
         _restore(saved)
-    name = next((c.algorithm for c in claims.values()), canonical_algorithm(alg))
+    name = next((c.algorithm for c in claims.values()), None) or claim_algorithm(alg)[0]
     report = _report(claims, online, true, name, len(xs))
     if bad_step is not None:  # a NaN loss is a finding on every row, never a pass
         why = f"the loss is NaN or inf (first at step {bad_step}): nothing was verified"
         rows = [dataclasses.replace(r, contradiction=r.contradiction or why) for r in report.rows]
         report = dataclasses.replace(report, rows=tuple(rows))
     return report
+
+
+def _claims(alg: Any) -> GradientClaims:
+    """Every weight leaf's claim: the leaves of the compiler's verdicts (``graph.verdicts``),
+    or an influence learner's own claims (read off its step, with or without an ETP graph)."""
+    own_claims = getattr(alg, "gradient_claims", None)
+    if own_claims is not None:
+        return own_claims()
+    verdicts = alg.graph.verdicts(alg)
+    return GradientClaims((k, c) for v in verdicts.values() for k, c in v.leaf_claims)
 
 
 def _check_data(xs: Any, ys: Any) -> tuple[Any, Any]:
@@ -351,7 +360,9 @@ def _build(model: Any, algorithm: Any, options: dict) -> Any:
     return build_learner(model, str(algorithm), options)
 
 
-def _online_gradients(alg: Any, xs: Any, ys: Any, loss_fn: Any) -> dict:
+def _online_gradients(
+    alg: Any, xs: Any, ys: Any, loss_fn: Any
+) -> tuple[dict[tuple[Any, ...], Any], int | None]:
     params = alg.param_states
 
     def one(x: Any, target: Any) -> Any:
@@ -368,6 +379,8 @@ def _online_gradients(alg: Any, xs: Any, ys: Any, loss_fn: Any) -> dict:
         if bad_step is None and not bool(jnp.isfinite(value)):
             bad_step = t
         total = grads if total is None else jax.tree.map(jnp.add, total, grads)
+    if total is None:
+        raise ValueError("verify() needs at least one time step (xs has an empty time axis)")
     return {tuple(k): v for k, v in dict(total).items()}, bad_step
 
 
@@ -412,8 +425,8 @@ def _row(path: str, kind: str, reason: str, online: np.ndarray, true: np.ndarray
 
 def _combine(path: str, rows: list) -> VerifyRow:
     """Several leaves as one vector: norms and the dot product add up over the leaves."""
-    order = {"none": 0, "approximate": 1, "exact": 2}
-    worst = min(rows, key=lambda r: order.get(r.claim, -1)).claim
+    order = {kind: -rank for rank, kind in enumerate(CLAIM_KINDS)}  # worst first
+    worst = min(rows, key=lambda r: order.get(r.claim, -len(order))).claim
     n_on = float(np.sqrt(sum(r.online_norm**2 for r in rows)))
     n_true = float(np.sqrt(sum(r.true_norm**2 for r in rows)))
     diff2 = [

@@ -1,6 +1,10 @@
 r"""Gradient claims: per weight leaf and algorithm, is the online gradient exact, approximate or
 absent, and which Jacobian terms does it drop?
 
+This package: the derivation lives here (``gradient_claims``), the claim records, their
+combination and the algorithm names in :mod:`.records`, and the one verdict per weight
+(status + claim + reason + fix, ``graph.verdicts()``) in :mod:`.verdict`.
+
 The claims are derived from the flat jaxpr alone, in one forward and one backward pass, from
 first principles rather than from the other passes' warnings. Every non-parameter state leaf
 is a *memory* :math:`m` (hidden states and any other state the step rewrites). Each Var carries
@@ -39,15 +43,14 @@ claims are at best approximate. See ``docs/semantics.md`` ("Gradient claims").
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax
 
 from etp_viz import _compat
 
-from ._positions import is_position_preserving
-from .dataflow import (
+from .._positions import is_position_preserving
+from ..dataflow import (
     MAX_NAMED_EQNS,
     NEW,
     OLD_C,
@@ -62,144 +65,29 @@ from .dataflow import (
     leaf_name,
     relation_leaves,
 )
+from .records import CLAIM_ALGORITHMS as CLAIM_ALGORITHMS
+from .records import CLAIM_KINDS as CLAIM_KINDS
+from .records import GradientClaim as GradientClaim
+from .records import GradientClaims as GradientClaims
+from .records import claim_algorithm as claim_algorithm
+from .records import combine_claims as combine_claims
+from .records import combine_leaf_claims as combine_leaf_claims
 
-__all__ = ["CLAIM_ALGORITHMS", "GradientClaim", "GradientClaims", "gradient_claims"]
+__all__ = [
+    "CLAIM_ALGORITHMS",
+    "CLAIM_KINDS",
+    "GradientClaim",
+    "GradientClaims",
+    "claim_algorithm",
+    "combine_claims",
+    "combine_leaf_claims",
+    "gradient_claims",
+]
 
-#: algorithm name -> canonical name (``pp_prop`` is ES-D-RTRL's other name)
-#: (``eprop`` derives from D-RTRL: its instance refines the claims, see ``adjust_claims``)
-CLAIM_ALGORITHMS = {
-    "d_rtrl": "d_rtrl",
-    "es_d_rtrl": "es_d_rtrl",
-    "pp_prop": "es_d_rtrl",
-    "eprop": "eprop",
-}
-_KIND_ORDER = {"none": 0, "approximate": 1, "exact": 2}
 ES_REASON = (
     "ES-D-RTRL factorises the trace into input × output (decaying averages), not the exact "
     "per-weight trace"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class GradientClaim:
-    """What an online learner's gradient for one weight leaf is.
-
-    Attributes
-    ----------
-    path : str
-        The leaf's dotted path (``"rnn.W.weight"``; a bare-array ``ParamState``: its path).
-    kind : str
-        ``"exact"`` (equal to the true gradient for every loss and input), ``"approximate"``
-        (some Jacobian terms are dropped: ``reason`` names them) or ``"none"`` (no online
-        gradient: ``reason`` says why).
-    reason : str
-        Empty for an exact claim.
-    dropped : tuple of int
-        Top-level equation indices (``graph.module_info.jaxpr``) of the dropped terms.
-    algorithm : str
-    online : bool
-        Some ETP relation traces it.
-    readout : bool
-        Some path reaches a model output crossing no new hidden value (exact same-step part).
-
-    Examples
-    --------
-    >>> claim = GradientClaim("rnn.W.weight", "exact", algorithm="d_rtrl", online=True)
-    >>> claim.kind, claim.to_json()["path"]
-    ('exact', 'rnn.W.weight')
-    """
-
-    path: str
-    kind: str
-    reason: str = ""
-    dropped: tuple = ()
-    algorithm: str = "d_rtrl"
-    online: bool = False
-    readout: bool = False
-    weight_path: tuple = ()
-    leaf_index: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "reason": self.reason,
-            "dropped": [int(i) for i in self.dropped],
-            "algorithm": self.algorithm,
-            "online": self.online,
-            "readout": self.readout,
-        }
-
-
-class GradientClaims(dict):
-    """``{leaf path: GradientClaim}``; a ``ParamState`` path answers too (its leaves' worst
-    claim), and ``str()`` is one line per leaf."""
-
-    def __missing__(self, key: Any) -> GradientClaim:
-        name = key if isinstance(key, str) else ".".join(map(str, key))
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
-        leaves = [c for k, c in self.items() if k.startswith(name + ".")]
-        if not leaves:
-            raise KeyError(f"no weight {name!r}; known: {sorted(self)}")
-        return combine_claims(name, leaves)
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        if dict.__contains__(self, key):
-            return True
-        name = key if isinstance(key, str) else ".".join(map(str, key))  # type: ignore[arg-type]
-        return any(k == name or k.startswith(name + ".") for k in self.keys())
-
-    def __str__(self) -> str:
-        lines = []
-        for path, claim in self.items():
-            reason = f" -- {claim.reason}" if claim.reason else ""
-            lines.append(f"{path}: {claim.kind}{reason}")
-        return "\n".join(lines)
-
-
-def combine_claims(name: str, leaves: list) -> GradientClaim:
-    """One claim for several leaves: the worst kind; reasons of the worst leaves."""
-    worst = min(leaves, key=lambda c: _KIND_ORDER[c.kind]).kind
-    reasons = list(dict.fromkeys(c.reason for c in leaves if c.kind == worst and c.reason))
-    if len({c.kind for c in leaves}) > 1:
-        reasons.append(", ".join(f"{c.path}: {c.kind}" for c in leaves))
-    return GradientClaim(
-        path=name,
-        kind=worst,
-        reason="; ".join(reasons),
-        dropped=tuple(sorted({i for c in leaves for i in c.dropped})),
-        algorithm=leaves[0].algorithm,
-        online=any(c.online for c in leaves),
-        readout=any(c.readout for c in leaves),
-        weight_path=leaves[0].weight_path,
-    )
-
-
-def canonical_algorithm(algorithm: Any) -> str:
-    """``'d_rtrl'`` or ``'es_d_rtrl'`` from a name, a class or an instance."""
-    aliases = {"paramdimvjpalgorithm": "d_rtrl", "iodimvjpalgorithm": "es_d_rtrl"}
-    own = None if isinstance(algorithm, str | type) else getattr(algorithm, "claim_name", None)
-    if own is not None and hasattr(algorithm, "adjust_claims"):
-        return str(own)  # a learner that states its own claims (RTRL, SnAp, UORO)
-    if isinstance(algorithm, str):
-        names = [algorithm]
-    else:  # a class or an instance: the first known name along its MRO (user subclasses)
-        cls = algorithm if isinstance(algorithm, type) else type(algorithm)
-        names = [c.__name__ for c in cls.__mro__]
-    keys = [aliases.get(k, k) for k in (n.lower().replace("-", "_") for n in names)]
-    key = next((k for k in keys if k in CLAIM_ALGORITHMS), keys[0])
-    if key not in CLAIM_ALGORITHMS:
-        raise ValueError(
-            f"gradient claims know the algorithms {sorted(CLAIM_ALGORITHMS)}; got {algorithm!r}"
-        )
-    return CLAIM_ALGORITHMS[key]
 
 
 # -- the claims ----------------------------------------------------------------------------
@@ -210,9 +98,10 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     ----------
     graph : ETraceGraph
     algorithm : str
-        ``'d_rtrl'`` (default) or ``'es_d_rtrl'`` (also ``'pp_prop'``, a class or an instance).
-        An instance with an ``adjust_claims(claims)`` method (e-prop) refines the claims of
-        the family it derives from (its filter or feedback).
+        ``'d_rtrl'`` (default) or ``'es_d_rtrl'`` (also ``'pp_prop'``, ``'eprop'``,
+        ``'ostl_feedforward'``), or a learner class or instance: its ``claim_family``
+        (:func:`.records.claim_algorithm`). An instance with an ``adjust_claims(claims)``
+        method (e-prop, RTRL, SnAp...) refines the claims of the family it derives from.
 
     Returns
     -------
@@ -225,7 +114,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     >>> claims["rnn.W.weight"].kind, claims["rnn.W.weight"].reason  # doctest: +SKIP
     ('approximate', 'drops h→h through rnn.W.weight (etp_mv, equation 4) ...')
     """
-    name = canonical_algorithm(algorithm)
+    name, derivation = claim_algorithm(algorithm)
     adjust = (
         None if isinstance(algorithm, str | type) else getattr(algorithm, "adjust_claims", None)
     )
@@ -257,7 +146,7 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
             elif all(silent) and not readout:
                 kind, reason = "none", _silent_reason(flow, silent)
             else:
-                if uses and name == "es_d_rtrl":
+                if uses and derivation == "es_d_rtrl":
                     drops.insert(0, (ES_REASON, ()))
                 kind = "approximate" if drops else "exact"
                 reason = _join_reasons([text for text, _ in drops])

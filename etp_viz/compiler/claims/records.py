@@ -1,0 +1,191 @@
+"""What a gradient claim is, how several combine, and which algorithm a request names.
+
+The claim words (``exact`` / ``approximate`` / ``none``) are defined once, in
+``docs/semantics.md`` ("Verdict"); :data:`CLAIM_KINDS` lists them worst last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, cast
+
+__all__ = [
+    "CLAIM_ALGORITHMS",
+    "CLAIM_KINDS",
+    "GradientClaim",
+    "GradientClaims",
+    "claim_algorithm",
+    "combine_claims",
+    "combine_leaf_claims",
+]
+
+#: the claim words, best first
+CLAIM_KINDS = ("exact", "approximate", "none")
+#: worst first: a ParamState's claim is its leaves' worst
+_KIND_ORDER = {"none": 0, "approximate": 1, "exact": 2}
+
+#: algorithm name (or a learner's ``claim_family``) -> the name its claims carry
+#: (``pp_prop`` is ES-D-RTRL's other name)
+CLAIM_ALGORITHMS = {
+    "d_rtrl": "d_rtrl",
+    "es_d_rtrl": "es_d_rtrl",
+    "pp_prop": "es_d_rtrl",
+    "eprop": "eprop",
+    "ostl_feedforward": "ostl_feedforward",
+}
+#: the name its claims carry -> the trace the compiler derives them for (e-prop keeps D-RTRL's
+#: trace and refines the claims through its instance's ``adjust_claims``; OSTL for
+#: feed-forward layers is ES-D-RTRL's factorised trace)
+DERIVATIONS = {
+    "d_rtrl": "d_rtrl",
+    "es_d_rtrl": "es_d_rtrl",
+    "eprop": "d_rtrl",
+    "ostl_feedforward": "es_d_rtrl",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientClaim:
+    """What an online learner's gradient for one weight leaf is.
+
+    Attributes
+    ----------
+    path : str
+        The leaf's dotted path (``"rnn.W.weight"``; a bare-array ``ParamState``: its path).
+    kind : str
+        ``"exact"`` (equal to the true gradient for every loss and input), ``"approximate"``
+        (some Jacobian terms are dropped: ``reason`` names them) or ``"none"`` (no online
+        gradient: ``reason`` says why).
+    reason : str
+        Empty for an exact claim.
+    dropped : tuple of int
+        Top-level equation indices (``graph.module_info.jaxpr``) of the dropped terms.
+    algorithm : str
+    online : bool
+        Some ETP relation traces it.
+    readout : bool
+        Some path reaches a model output crossing no new hidden value (exact same-step part).
+
+    Examples
+    --------
+    >>> claim = GradientClaim("rnn.W.weight", "exact", algorithm="d_rtrl", online=True)
+    >>> claim.kind, claim.to_json()["path"]
+    ('exact', 'rnn.W.weight')
+    """
+
+    path: str
+    kind: str
+    reason: str = ""
+    dropped: tuple = ()
+    algorithm: str = "d_rtrl"
+    online: bool = False
+    readout: bool = False
+    weight_path: tuple = ()
+    leaf_index: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "reason": self.reason,
+            "dropped": [int(i) for i in self.dropped],
+            "algorithm": self.algorithm,
+            "online": self.online,
+            "readout": self.readout,
+        }
+
+
+class GradientClaims(dict):
+    """``{leaf path: GradientClaim}``; a ``ParamState`` path answers too (its leaves' worst
+    claim), and ``str()`` is one line per leaf."""
+
+    def __missing__(self, key: Any) -> GradientClaim:
+        name = key if isinstance(key, str) else ".".join(map(str, key))
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        leaves = [c for k, c in self.items() if k.startswith(name + ".")]
+        if not leaves:
+            raise KeyError(f"no weight {name!r}; known: {sorted(self)}")
+        return combine_claims(name, leaves)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        # ``key`` is a dotted name or a path of parts (``__contains__`` must accept ``object``).
+        name = key if isinstance(key, str) else ".".join(map(str, cast("Iterable[object]", key)))
+        return any(k == name or k.startswith(name + ".") for k in self.keys())
+
+    def __str__(self) -> str:
+        lines = []
+        for path, claim in self.items():
+            reason = f" -- {claim.reason}" if claim.reason else ""
+            lines.append(f"{path}: {claim.kind}{reason}")
+        return "\n".join(lines)
+
+
+def combine_leaf_claims(leaves: list[tuple[str, Any]]) -> tuple[str, str]:
+    """``(kind, reason)`` of a ParamState from its leaves' ``[(leaf path, claim)]``: the worst
+    kind (``none`` < ``approximate`` < ``exact``), the reasons of the leaves that have it, and
+    each leaf's kind when they differ.
+
+    >>> a = GradientClaim("W.weight", "exact")
+    >>> b = GradientClaim("W.bias", "approximate", reason="drops y")
+    >>> combine_leaf_claims([("W.weight", a), ("W.bias", b)])
+    ('approximate', 'drops y; W.weight: exact, W.bias: approximate')
+    """
+    kinds = {c.kind for _, c in leaves}
+    worst = min(kinds, key=lambda k: _KIND_ORDER.get(k, -1))
+    reasons = list(dict.fromkeys(c.reason for _, c in leaves if c.kind == worst and c.reason))
+    if len(kinds) > 1:
+        reasons.append(", ".join(f"{k}: {c.kind}" for k, c in leaves))
+    return worst, "; ".join(reasons)
+
+
+def combine_claims(name: str, leaves: list) -> GradientClaim:
+    """One claim for several leaves (:func:`combine_leaf_claims`), with their dropped
+    equations together."""
+    kind, reason = combine_leaf_claims([(c.path, c) for c in leaves])
+    return GradientClaim(
+        path=name,
+        kind=kind,
+        reason=reason,
+        dropped=tuple(sorted({i for c in leaves for i in c.dropped})),
+        algorithm=leaves[0].algorithm,
+        online=any(c.online for c in leaves),
+        readout=any(c.readout for c in leaves),
+        weight_path=leaves[0].weight_path,
+    )
+
+
+def claim_algorithm(algorithm: Any) -> tuple[str, str]:
+    """``(name its claims carry, trace derived)`` for a name, a learner class or instance.
+
+    A learner states its family in its ``claim_family`` attribute (the registry's
+    ``LearnerSpec.family``); the compiler reads that, never the class name. A learner instance
+    whose family the compiler does not derive (RTRL, SnAp, UORO, OSTL, truncated BPTT) states
+    its own claims through ``adjust_claims``: the compiler hands it D-RTRL's as a start.
+
+    >>> claim_algorithm("pp_prop")
+    ('es_d_rtrl', 'es_d_rtrl')
+    """
+    if isinstance(algorithm, str):
+        family: Any = algorithm.strip().lower().replace("-", "_")
+    else:
+        family = getattr(algorithm, "claim_family", None)
+    label = CLAIM_ALGORITHMS.get(family) if isinstance(family, str) else None
+    if label is not None:
+        return label, DERIVATIONS[label]
+    own = not isinstance(algorithm, str | type) and hasattr(algorithm, "adjust_claims")
+    if own and isinstance(family, str):
+        return family, "d_rtrl"
+    hint = "" if isinstance(algorithm, str) else " (a learner names it in `claim_family`)"
+    raise ValueError(
+        f"gradient claims know the algorithms {sorted(CLAIM_ALGORITHMS)}{hint}; got {algorithm!r}"
+    )
