@@ -12,7 +12,7 @@ MARKERS="${2:-}"
 "$VENV/bin/python" -c "import jax, brainstate, saiunit, sys; print('test leg:', sys.version.split()[0], 'jax', jax.__version__, 'brainstate', brainstate.__version__, 'saiunit', saiunit.__version__)"
 "$VENV/bin/ruff" check etp_viz tests bench
 start=$(date +%s)
-select() { if [ -n "$MARKERS" ]; then echo "($MARKERS) and $1"; else echo "$1"; fi; }
+markers_and() { if [ -n "$MARKERS" ]; then echo "($MARKERS) and $1"; else echo "$1"; fi; }
 WORKERS="${ETP_VIZ_TEST_WORKERS:-2}"
 parallel=()
 if [ "$WORKERS" != "0" ] && "$VENV/bin/python" -c "import xdist" 2>/dev/null; then
@@ -20,10 +20,10 @@ if [ "$WORKERS" != "0" ] && "$VENV/bin/python" -c "import xdist" 2>/dev/null; th
 fi
 # the docstring examples are tests too (numpy-style docstrings with a short runnable example)
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider --doctest-modules tests etp_viz \
-  "${parallel[@]}" -m "$(select "not browser")"
+  "${parallel[@]}" -m "$(markers_and "not browser")"
 echo "engine tests finished in $(( $(date +%s) - start )) s"
 status=0
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests -m "$(select "browser")" || status=$?
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests -m "$(markers_and "browser")" || status=$?
 # 5: no test selected (a leg that leaves the browser tests to the other one)
 if [ "$status" != "0" ] && [ "$status" != "5" ]; then exit "$status"; fi
 echo "test leg finished in $(( $(date +%s) - start )) s"
