@@ -380,6 +380,7 @@ LEARNERS = {
 }
 
 
+@pytest.mark.slow  # heavy: runs on the 3.11 leg (make test), not the 3.12 one
 @pytest.mark.parametrize("loop", ["fori", "while", "remat"])
 @pytest.mark.parametrize("learner", list(LEARNERS))
 def test_influence_learners_run_on_solver_loops_without_the_etp_graph(loop, learner, x64):

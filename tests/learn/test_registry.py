@@ -93,6 +93,7 @@ def test_a_built_learner_states_the_claim_family_of_its_spec(name):
     assert alg.claim_family == spec_of(name).family, (name, type(alg).__name__)
 
 
+@pytest.mark.slow  # heavy: runs on the 3.11 leg (make test), not the 3.12 one
 @pytest.mark.parametrize("name", learner_names())
 def test_every_name_works_in_every_entry_point(name):
     """One registry: a name that one entry point takes, every entry point takes."""

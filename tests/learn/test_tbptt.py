@@ -284,6 +284,7 @@ def test_one_compilation_and_a_scan(x64):
 
 
 # -- (e) a live session ----------------------------------------------------------------------
+@pytest.mark.slow  # heavy: runs on the 3.11 leg (make test), not the 3.12 one
 def test_a_live_session_runs_and_resets():
     from etp_viz.live import Session
 
