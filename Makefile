@@ -4,12 +4,16 @@ PY312 ?= $(shell command -v pyenv >/dev/null 2>&1 && echo "$$(pyenv root)/versio
 # the demo runs the task recipe's step budget unless STEPS is set (make demo STEPS=200)
 STEPS ?=
 
-.PHONY: demo test test-311 test-312 setup lint notebooks dist
+.PHONY: demo test test-311 test-312 setup lint notebooks dist wheel
 
+# everything: the package with the [explorer,test] extras, the front end, Chromium when root
 setup:
 	scripts/setup.sh $(PY311) .venv
 
-demo: setup
+# only what the demo needs: the package with [explorer] and its front end (`make test` adds the
+# test toolchain to the same .venv); `--out` names demo.html, so a rerun replaces it and says so
+demo:
+	scripts/setup.sh $(PY311) .venv explorer
 	.venv/bin/python -m etp_viz demo $(if $(STEPS),--steps $(STEPS)) --out demo.html
 
 # Whole suite on the default interpreter; on the newest stack (pyenv's 3.12) the engine's tests
@@ -56,6 +60,14 @@ lint: setup
 # Re-execute notebooks/*.ipynb in place (stored with outputs: they read without a kernel).
 notebooks: setup
 	.venv/bin/python scripts/execute_notebooks.py
+
+# A wheel with the built front end (dist/etp_viz-<version>-py3-none-any.whl), to hand to
+# students: pip install "etp_viz-<version>-py3-none-any.whl[explorer]" needs no Node.js
+# (docs/user-guide.md, "Serving a course").
+wheel: setup
+	rm -f dist/etp_viz-*.whl
+	.venv/bin/python -m build --wheel --outdir dist
+	@ls dist/etp_viz-*.whl
 
 # The wheel and the sdist an index gets (dist/), checked as PyPI would (twine check --strict).
 dist: setup

@@ -47,7 +47,7 @@ def algorithms() -> dict:
         "SnAp-2": "snap2",
         "UORO": "uoro",
         "OSTL (recurrent)": "ostl_recurrent",
-        "truncated BPTT (10)": "bptt",
+        "truncated BPTT (10)": "tbptt",
     }
 
 

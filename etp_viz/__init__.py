@@ -66,6 +66,7 @@ from .compiler import (
 
 # --- learn (etp_viz.learn) ---------------------------------------------------------------
 # isort: split
+from .learn import BPTT as BPTT
 from .learn import D_RTRL as D_RTRL
 from .learn import ES_D_RTRL as ES_D_RTRL
 from .learn import RTRL as RTRL

@@ -285,11 +285,22 @@ def memories_of(minfo: Any) -> list:
 
 
 def leaf_name(path: tuple, key: tuple) -> str:
+    """The one dotted name of a weight leaf: the ``ParamState``'s path, then the leaf's key
+    inside its value, a key equal to the path's last part not repeated (the leaf ``weight``
+    of ``rnn.W.weight`` is ``rnn.W.weight``, its ``bias`` ``rnn.W.weight.bias``).
+
+    >>> import jax
+    >>> keys = [k for k, _ in jax.tree_util.tree_flatten_with_path({"weight": 0, "bias": 0})[0]]
+    >>> [leaf_name(("rnn", "W", "weight"), k) for k in keys]
+    ['rnn.W.weight.bias', 'rnn.W.weight']
+    """
     parts = [str(p) for p in path]
     for entry in key:
         for attr in ("key", "idx", "name"):
             if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
+                part = str(getattr(entry, attr))
+                if not (parts and len(key) == 1 and parts[-1] == part):
+                    parts.append(part)
                 break
     return ".".join(parts)
 

@@ -90,6 +90,7 @@ from .relations import find_hidden_param_op_relations_from_minfo
 __all__ = [
     "CompilationRecord",
     "ETraceGraph",
+    "Explanation",
     "ExecutorLayout",
     "ReadoutParam",
     "StepResult",
@@ -142,6 +143,72 @@ class StepResult(NamedTuple):
     hidden_new: list
 
 
+def _notebook_cell() -> int | None:
+    """The running IPython cell's execution count, or None outside IPython (not imported)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "execution_count", None)
+
+
+class Explanation(tuple):
+    """What :meth:`ETraceGraph.explain` found: its records (this is a tuple of them) and the
+    report it printed.
+
+    Attributes
+    ----------
+    records : tuple of CompilationRecord
+        The records that matched the filters (the tuple itself).
+    text : str
+        The printed report (also ``str(explanation)``).
+    verdicts : dict
+        ``{param path: WeightVerdict}`` of the weights in the report (empty when filtered by
+        ``kind`` or ``hidden_path``).
+
+    In Jupyter the report appears once: ``explain()`` prints it, and the returned object
+    displays nothing more in the same cell (displayed in a later cell, it shows the report
+    again). ``repr()`` stays one line.
+
+    >>> e = Explanation((), "WEIGHTS (0)", {})
+    >>> e == (), str(e), repr(e)
+    (True, 'WEIGHTS (0)', '<Explanation: 0 records, 0 weights; print() it for the report>')
+    """
+
+    text: str
+    verdicts: dict
+    _shown_in_cell: int | None
+
+    def __new__(cls, records: Any, text: str, verdicts: dict) -> Explanation:
+        self = super().__new__(cls, records)
+        self.text, self.verdicts, self._shown_in_cell = text, dict(verdicts), None
+        return self
+
+    @property
+    def records(self) -> tuple:
+        """The matched records as a plain tuple."""
+        return tuple(self)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return (
+            f"<Explanation: {len(self)} records, {len(self.verdicts)} weights; "
+            "print() it for the report>"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(self.text)}</pre>"
+
+    def _ipython_display_(self) -> None:
+        if self._shown_in_cell is not None and self._shown_in_cell == _notebook_cell():
+            return  # printed just above, in this cell
+        from IPython.display import display
+
+        display({"text/plain": self.text, "text/html": self._repr_html_()}, raw=True)
+
+
 class ETraceGraph(NamedTuple):
     """The compiled eligibility-trace graph (spec's six fields first)."""
 
@@ -186,35 +253,44 @@ class ETraceGraph(NamedTuple):
         kind: Any = None,
         file: Any = None,
         claims: Any = "d_rtrl",
-    ) -> tuple:
-        """Print the records (filtered) grouped by kind, then every weight's verdict (status
-        and the ``claims`` algorithm's claim, reason, fix) and that algorithm's claim per leaf
-        (``claims=None``: statuses only); return the filtered records.
+    ) -> Explanation:
+        """Print one report: the compiler's records (filtered) grouped by kind, then every
+        weight's verdict (status and the ``claims`` algorithm's claim, reason, fix) and that
+        algorithm's claim per leaf (``claims=None``: statuses only).
 
         ``weight_path``/``hidden_path`` accept a tuple path or a dotted string; ``kind`` a
-        :class:`DiagnosticKind`, its name or its value.
+        :class:`DiagnosticKind`, its name or its value. The report goes to ``file`` (default
+        stdout). Returns an :class:`Explanation`: the filtered records (a tuple, as before)
+        that also carries the report (``str()``, ``.text``) and the verdicts; a notebook
+        does not show the report a second time below the printed one.
+
+        >>> report = graph.explain(weight_path="rnn.Wr")  # doctest: +SKIP
+        >>> report.records, report.verdicts, str(report)  # doctest: +SKIP
         """
         records = [r for r in self.diagnostics if _matches(r, weight_path, hidden_path, kind)]
-        out = file or sys.stdout
-        print(format_records(records), file=out)
-        if kind is not None or hidden_path is not None:
-            return tuple(records)
-        verdicts = self.verdicts(claims)
-        if weight_path is not None:
-            name = weight_path if isinstance(weight_path, str) else _dot(weight_path)
-            verdicts = {p: v for p, v in verdicts.items() if _under(v.name, name)}
-        lines = [f"WEIGHTS ({len(verdicts)})"] + [f"  {v.line()}" for v in verdicts.values()]
-        if claims is not None:
-            leaves = [(k, c) for v in verdicts.values() for k, c in v.leaf_claims]
+        parts = [format_records(records)]
+        verdicts: dict = {}
+        if kind is None and hidden_path is None:
+            verdicts = self.verdicts(claims)
             if weight_path is not None:
-                leaves = [(k, c) for k, c in leaves if _under(k, name)]
-            algorithm = next((c.algorithm for _, c in leaves), claims)
-            lines.append(f"GRADIENT CLAIMS ({algorithm})")
-            lines += [
-                f"  {k}: {c.kind}" + (f" -- {c.reason}" if c.reason else "") for k, c in leaves
-            ]
-        print("\n".join(lines), file=out)
-        return tuple(records)
+                name = weight_path if isinstance(weight_path, str) else _dot(weight_path)
+                verdicts = {p: v for p, v in verdicts.items() if _under(v.name, name)}
+            lines = [f"WEIGHTS ({len(verdicts)})"] + [f"  {v.line()}" for v in verdicts.values()]
+            if claims is not None:
+                leaves = [(k, c) for v in verdicts.values() for k, c in v.leaf_claims]
+                if weight_path is not None:
+                    leaves = [(k, c) for k, c in leaves if _under(k, name)]
+                algorithm = next((c.algorithm for _, c in leaves), claims)
+                lines.append(f"GRADIENT CLAIMS ({algorithm})")
+                lines += [
+                    f"  {k}: {c.kind}" + (f" -- {c.reason}" if c.reason else "") for k, c in leaves
+                ]
+            parts.append("\n".join(lines))
+        report = Explanation(records, "\n".join(parts), verdicts)
+        print(report.text, file=file or sys.stdout)
+        if file is None or file is sys.stdout:
+            report._shown_in_cell = _notebook_cell()
+        return report
 
     def verdicts(self, algorithm: Any = None) -> dict:
         """``{param path: WeightVerdict}``: every weight's status, groups, relations, reason

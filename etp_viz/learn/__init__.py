@@ -13,6 +13,7 @@ from .es_d_rtrl import pp_prop as pp_prop
 from .executor import ETraceGraphExecutor as ETraceGraphExecutor
 from .executor import ETraceVjpGraphExecutor as ETraceVjpGraphExecutor
 from .executor import MultiStepData as MultiStepData
+from .influence import BPTT as BPTT
 from .influence import RTRL as RTRL
 from .influence import UORO as UORO
 from .influence import OSTLFeedforward as OSTLFeedforward

@@ -9,7 +9,9 @@ Every entry point that takes a learner by name (``Session``, ``show``, compare m
 
 >>> from etp_viz.learn.registry import canonical_name, learner_names
 >>> canonical_name("SnAp-3"), canonical_name("TBPTT"), canonical_name("pp_prop")
-('snap3', 'bptt', 'es_d_rtrl')
+('snap3', 'tbptt', 'es_d_rtrl')
+>>> canonical_name("BPTT"), spec_of("bptt").family
+('bptt', 'bptt')
 >>> "eprop" in learner_names()
 True
 """
@@ -83,7 +85,8 @@ class LearnerSpec:
         ``factory(model, **options) -> learner``.
     family : str
         Whose gradient claims it makes (``"d_rtrl"``, ``"es_d_rtrl"``, ``"eprop"``, ``"rtrl"``,
-        ``"snap"``, ``"uoro"``, ``"ostl_recurrent"``, ``"ostl_feedforward"``, ``"tbptt"``).
+        ``"snap"``, ``"uoro"``, ``"ostl_recurrent"``, ``"ostl_feedforward"``, ``"tbptt"``,
+        ``"bptt"``).
     options : tuple of str
         The keyword options the factory takes (``decay``, ``n``, ``window``, ``mesh``, ...).
     aliases : tuple of str
@@ -115,7 +118,7 @@ def _learn() -> Any:
     from .es_d_rtrl import ES_D_RTRL
     from .influence.algorithms import RTRL, UORO, SnAp
     from .influence.ostl import OSTLFeedforward, OSTLRecurrent
-    from .influence.tbptt import TruncatedBPTT
+    from .influence.tbptt import BPTT, TruncatedBPTT
 
     return types.SimpleNamespace(
         D_RTRL=D_RTRL,
@@ -127,11 +130,23 @@ def _learn() -> Any:
         OSTLRecurrent=OSTLRecurrent,
         OSTLFeedforward=OSTLFeedforward,
         TruncatedBPTT=TruncatedBPTT,
+        BPTT=BPTT,
     )
 
 
 def _es_d_rtrl(model: Any, decay: Any = 0.9, mesh: Any = None, **kw: Any) -> Any:
     return _learn().ES_D_RTRL(model, decay, mesh=mesh, **kw)
+
+
+def _bptt(model: Any, episode: int | None = None) -> Any:
+    if episode is None:
+        raise ValueError(
+            "'bptt' is full BPTT over each episode, the exact reference: it needs the episode "
+            "length. A session or show(..., task=task) takes it from the task (task.n_steps), "
+            "verify() from len(xs); elsewhere pass episode=T. On a stream without episodes "
+            "use truncated BPTT, 'tbptt' (window=W)."
+        )
+    return _learn().BPTT(model, episode=episode)
 
 
 def _ostl_feedforward(model: Any, decay: Any = 0.9, mesh: Any = None) -> Any:
@@ -204,12 +219,22 @@ LEARNERS: dict[str, LearnerSpec] = {
         ),
         LearnerSpec(
             "bptt",
+            _bptt,
+            "bptt",
+            ("episode",),
+            ("full_bptt",),
+            kind="window",
+            summary="BPTT over each whole episode (the state reset at its start): the exact "
+            "reference",
+        ),
+        LearnerSpec(
+            "tbptt",
             lambda model, window=20: _learn().TruncatedBPTT(model, window=window),
             "tbptt",
             ("window",),
-            ("tbptt", "truncated_bptt"),
+            ("truncated_bptt",),
             kind="window",
-            summary="truncated BPTT over the last `window` steps: the reference line",
+            summary="truncated BPTT over the last `window` steps (drops older dependencies)",
         ),
     )
 }
@@ -291,7 +316,9 @@ def build_learner(
             "mesh": " mesh= applies to the ETP learners (d_rtrl, es_d_rtrl, eprop, "
             "ostl_feedforward); this one keeps a whole-step state and runs on one device.",
             "decay": " decay is an ES-D-RTRL option (es_d_rtrl, ostl_feedforward).",
-            "window": " window is truncated BPTT's option (bptt).",
+            "window": " window is truncated BPTT's option ('tbptt'); 'bptt' is BPTT over "
+            "each whole episode (option episode=).",
+            "episode": " episode is the option of 'bptt' (BPTT over each whole episode).",
         }
         raise TypeError(
             f"{key!r} got unknown option(s) {unknown}; it takes {valid}."

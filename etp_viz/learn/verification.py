@@ -89,14 +89,14 @@ class VerifyReport:
         return [row for row in self.rows if row.contradiction]
 
     def __getitem__(self, path: str) -> VerifyRow:
-        """A leaf's row (``"rnn.W.weight.weight"``), or a ``ParamState``'s (``"rnn.W"``,
-        ``"rnn.W.weight"``): its leaves taken together, with their worst claim."""
-        for row in self.rows:
-            if row.path == path:
-                return row
-        leaves = [row for row in self.rows if row.path.startswith(path + ".")]
+        """A weight's row: a ``ParamState``'s (``"rnn.W.weight"``: its leaves, its weight
+        ``rnn.W.weight`` and bias ``rnn.W.weight.bias``, taken together with their worst
+        claim), a module's (``"rnn.W"``) or one leaf's (``"rnn.W.weight.bias"``)."""
+        leaves = [r for r in self.rows if r.path == path or r.path.startswith(path + ".")]
         if not leaves:
             raise KeyError(f"no weight {path!r}; measured leaves: {[r.path for r in self.rows]}")
+        if len(leaves) == 1 and leaves[0].path == path:
+            return leaves[0]
         return _combine(path, leaves)
 
     def table(self) -> str:
@@ -174,14 +174,15 @@ def verify(
     algorithm : str, class or instance
         Any registered name (:mod:`etp_viz.learn.registry`: ``"d_rtrl"`` (default),
         ``"es_d_rtrl"`` (``"pp_prop"``), ``"eprop"``, ``"rtrl"``, ``"snap<n>"``, ``"uoro"``,
-        ``"ostl_recurrent"``, ``"ostl_feedforward"``, ``"bptt"``), an algorithm class or a
+        ``"ostl_recurrent"``, ``"ostl_feedforward"``, ``"tbptt"``, ``"bptt"``: BPTT over the
+        whole of ``xs``, exact by construction), an algorithm class or a
         built instance of one for this model (e.g. ``EProp(model, ...)``).
     loss : callable, optional
         The per-step loss: ``loss(y_t)`` without targets, ``loss(y_t, target_t)`` with them.
         Default: ``mean((y - target)**2)``, or ``sum(y**2)`` without targets.
     **options
         For a named algorithm, the options it takes (the registry says which: ``decay`` (or
-        ``decay_or_rank``) and ``vjp_method`` for ES-D-RTRL, ``window`` for ``"bptt"``...);
+        ``decay_or_rank``) and ``vjp_method`` for ES-D-RTRL, ``window`` for ``"tbptt"``...);
         another is a TypeError naming the valid ones.
 
     Returns
@@ -203,7 +204,7 @@ def verify(
     hidden = [(s, v) for s, v in saved if not isinstance(s, brainstate.ParamState)]
     alg = None
     try:
-        alg = _build(model, algorithm, options)
+        alg = _build(model, algorithm, options, episode=len(xs))
         if not alg.is_compiled:
             alg.compile_graph(xs[0])
         if not alg.graph.hidden_groups:
@@ -341,7 +342,7 @@ def _total_loss(loss_fn: Any, outs: Any, ys: Any) -> Any:
     return jax.lax.scan(add, jnp.zeros((), dtype), (outs, ys))[0]
 
 
-def _build(model: Any, algorithm: Any, options: dict) -> Any:
+def _build(model: Any, algorithm: Any, options: dict, episode: int | None = None) -> Any:
     from .registry import build_learner
 
     if "decay_or_rank" in options:
@@ -357,7 +358,8 @@ def _build(model: Any, algorithm: Any, options: dict) -> Any:
         return algorithm
     if isinstance(algorithm, type):
         return algorithm(model, **options)
-    return build_learner(model, str(algorithm), options)
+    # "bptt" is BPTT over an episode: verify's inputs are one episode
+    return build_learner(model, str(algorithm), options, episode=episode)
 
 
 def _online_gradients(
@@ -401,7 +403,7 @@ def _report(claims: Any, online: dict, true: dict, algorithm: str, steps: int) -
             dtypes.add(t.dtype)
             o = np.zeros_like(t) if o is None else np.asarray(o, t.dtype)
             name = leaf_name(tuple(path), key)
-            claim = claims.get(name)
+            claim = claims.leaf(name)
             kind, reason = (claim.kind, claim.reason) if claim is not None else ("none", "")
             rows.append(_row(name, kind, reason, o.ravel(), t.ravel()))
     dtype = np.dtype(max(dtypes, key=lambda d: d.itemsize)) if dtypes else np.dtype("float32")

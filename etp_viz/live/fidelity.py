@@ -8,7 +8,14 @@ window started in, with the *current* weights and no weight update:
 * BPTT: :math:`g_{bptt} = \nabla_\theta \sum_t L^t` through the unrolled window
   (``brainstate.transform.for_loop`` under ``brainstate.transform.grad``).
 
-and records :math:`\cos(g_{on}, g_{bptt})` and :math:`\|g_{on} - g_{bptt}\| / \|g_{bptt}\|`,
+On an episodic task (the session resets the state at each episode start, see
+:class:`~etp_viz.live.frame_data.Episodes`) both replays reset where the run did: the online
+one puts the states back at each episode start inside the window, and BPTT's sum is taken over
+the window's pieces between episode starts, each from its own start state. BPTT is then the
+exact gradient of the window's loss as the run defines it, so the exact reference learner
+(``"bptt"``, BPTT over each episode) measures a cosine of 1.
+
+It records :math:`\cos(g_{on}, g_{bptt})` and :math:`\|g_{on} - g_{bptt}\| / \|g_{bptt}\|`,
 overall and per parameter. For an exact algorithm on its exact model class (D-RTRL with an
 element-wise recurrence) the cosine is 1 up to rounding. All states are restored afterwards,
 so measuring does not change the run. The meter reads a :class:`MeterContext` (the learner,
@@ -30,7 +37,35 @@ import numpy as np
 
 from etp_viz.learn.registry import OnlineLearner
 
-__all__ = ["FidelityMeter", "MeterContext", "compare_gradients"]
+__all__ = ["FidelityMeter", "MeterContext", "aligned_window", "compare_gradients", "reference_text"]
+
+
+def aligned_window(window: int, every: int, episode: int | None) -> tuple[int, int]:
+    """``(window, every)`` of a meter. With episodes of ``episode`` steps and a window of at
+    least one episode, both are rounded up to whole episodes, so every window starts at an
+    episode start and its BPTT is the exact gradient of whole episodes; a shorter window (or
+    no episodes) is kept as asked (its BPTT starts from the state at the window's start).
+
+    >>> aligned_window(20, 50, 11), aligned_window(20, 50, 100), aligned_window(20, 50, None)
+    ((22, 55), (20, 50), (20, 50))
+    """
+    if episode is None or episode < 1 or window < episode:
+        return int(window), int(every)
+    return -(-int(window) // episode) * episode, -(-int(every) // episode) * episode
+
+
+def reference_text(episode: int | None, window: int) -> str:
+    """What the meter's BPTT gradient is, in plain words (panel titles, tooltips, summaries).
+
+    >>> reference_text(11, 22)
+    'the exact gradient (BPTT over the last 2 episodes)'
+    >>> reference_text(100, 20)
+    'BPTT over the last 20 steps'
+    """
+    if episode and window >= episode and window % episode == 0:
+        count = int(window) // int(episode)
+        return f"the exact gradient (BPTT over the last {count} episode{'s' * (count > 1)})"
+    return f"BPTT over the last {int(window)} steps"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +86,8 @@ class MeterContext:
     states
         Every state of the model and the learner (saved before a measurement, put back
         after it).
+    episodes
+        The session's episode resets (:class:`~etp_viz.live.frame_data.Episodes`), or None.
     """
 
     algorithm: OnlineLearner
@@ -58,6 +95,7 @@ class MeterContext:
     params: Mapping[str, brainstate.ParamState]
     loss_fn: Callable[[Any, Any], Any]
     states: Callable[[], list[brainstate.State]]
+    episodes: Any = None
 
 
 def compare_gradients(online: dict, reference: dict) -> dict[str, Any]:
@@ -192,16 +230,30 @@ class FidelityMeter:
             del self.snapshots[old]
         xs = [x for x, _ in self.recent]
         ys = [y for _, y in self.recent]
+        first = int(step) - self.window
+        episodes = self.context.episodes
+        starts = [episodes is not None and episodes.is_start(first + i) for i in range(len(xs))]
         try:
             self._enter_window(start)
             online: Any = None
-            for x_t, y_t in zip(xs, ys):
+            for x_t, y_t, fresh in zip(xs, ys, starts):
+                if fresh:
+                    episodes.reset()
                 grads = self._online_grad(x_t, y_t)
                 online = grads if online is None else jax.tree.map(jnp.add, online, grads)
-            self._enter_window(start)
-            stacked_x = jax.tree.map(lambda *a: jnp.stack(a), *xs)
-            stacked_y = jax.tree.map(lambda *a: jnp.stack(a), *ys)
-            reference = self._bptt_grad(stacked_x, stacked_y)
+            # BPTT over each piece of the window between episode starts (independent pieces
+            # when the state is reset there: their gradients add up)
+            cuts = [i for i, fresh in enumerate(starts) if fresh and i > 0]
+            reference: Any = None
+            for lo, hi in zip([0, *cuts], [*cuts, len(xs)]):
+                if lo == 0:
+                    self._enter_window(start)
+                if starts[lo]:
+                    episodes.reset()
+                stacked_x = jax.tree.map(lambda *a: jnp.stack(a), *xs[lo:hi])
+                stacked_y = jax.tree.map(lambda *a: jnp.stack(a), *ys[lo:hi])
+                piece = self._bptt_grad(stacked_x, stacked_y)
+                reference = piece if reference is None else jax.tree.map(jnp.add, reference, piece)
         finally:
             for state, value in saved:
                 state.value = value

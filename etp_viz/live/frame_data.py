@@ -7,19 +7,32 @@ so an exception in one of them names its step and the steps before it still run.
 Teaching tasks get a fast path: their documented stream is "episode ``e`` is
 ``task.sample((task.seed, e), task.batch_size)``", so a frame is a slice of cached numpy
 episodes (no per-step device dispatch).
+
+Episode resets travel with a frame's data too (:class:`Episodes`: which steps start an episode,
+and what is put back there). On an episodic teaching task (:attr:`etp_viz.tasks.Task.episodic`)
+every episode is an independent trial: at its first step (``t % n_steps == 0``) the network's
+hidden states and the learner's own state (traces, influence, windows) go back to the values
+they had when the session was built. An episode's loss is then a function of the weights alone,
+so BPTT over the episode (``algorithm="bptt"``) is its exact gradient, the reference the other
+learners are measured against. The weights, the optimizer and random keys are never reset.
+
+The frames do it on the device (:meth:`Episodes.reset_where`, each step's flag travelling
+with its target); the fidelity meter's replays on the host (:meth:`Episodes.reset`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import brainstate
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .sources import DataSource, UserCodeError
 
-__all__ = ["FrameData", "gather_frame", "stack_pairs"]
+__all__ = ["Episodes", "FrameData", "gather_frame", "resettable", "stack_pairs"]
 
 
 class FrameData:
@@ -146,3 +159,102 @@ def gather_frame(source: DataSource, start: int, n: int) -> FrameData:
         return FrameData(None, None, 0, failure)
     xs, ys = stack_pairs(pairs)
     return FrameData(xs, ys, len(pairs), failure)
+
+
+def resettable(state: Any, value: Any) -> bool:
+    """Whether an episode start puts ``state`` back: not a weight, not a random key (a new
+    episode gets new noise), and only numeric or boolean arrays.
+
+    >>> import brainstate, jax.numpy as jnp
+    >>> resettable(brainstate.HiddenState(jnp.zeros(3)), jnp.zeros(3))
+    True
+    >>> resettable(brainstate.ParamState(jnp.zeros(3)), jnp.zeros(3))
+    False
+    """
+    if isinstance(state, brainstate.ParamState):
+        return False
+    random_state = getattr(brainstate.random, "RandomState", None)
+    if random_state is not None and isinstance(state, random_state):
+        return False
+    for leaf in jax.tree.leaves(value):
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is None:
+            dtype = np.asarray(leaf).dtype
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            return False
+        if not (jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_)):
+            return False
+    return True
+
+
+class Episodes:
+    """The episodes of a session: their length and the states an episode start puts back.
+
+    Parameters
+    ----------
+    length : int
+        Steps per episode (the task's ``n_steps``).
+    states : iterable of (State, value)
+        Each state with the value it had when the session was built; the weights, random
+        keys and non-numeric states are left out (:func:`resettable`).
+
+    Examples
+    --------
+    >>> import brainstate, jax.numpy as jnp
+    >>> h = brainstate.HiddenState(jnp.zeros(2))
+    >>> episodes = Episodes(3, [(h, h.value)])
+    >>> episodes.starts(2, 5).tolist()
+    [False, True, False, False, True]
+    >>> h.value = jnp.ones(2); episodes.reset(); h.value.tolist()
+    [0.0, 0.0]
+    """
+
+    def __init__(self, length: int, states: Iterable[tuple[Any, Any]]) -> None:
+        if int(length) < 1:
+            raise ValueError(f"an episode has at least one step, got {length}")
+        self.length = int(length)
+        self.states = [(state, value) for state, value in states if resettable(state, value)]
+
+    @classmethod
+    def of(
+        cls, task: Any, reset: bool | None, states: Iterable[tuple[Any, Any]]
+    ) -> Episodes | None:
+        """A session's episodes: ``reset`` (None: the task's ``episodic``), else None.
+
+        A reset asked for without a task is a ValueError (there are no episodes)."""
+        if reset is None:
+            reset = bool(getattr(task, "episodic", False))
+        if not reset:
+            return None
+        length = getattr(task, "n_steps", None) if task is not None else None
+        if length is None:
+            raise ValueError(
+                "episode_reset=True needs episodes: give a teaching task (task=...), whose "
+                "n_steps is the episode length, or leave episode_reset at None."
+            )
+        return cls(int(length), states)
+
+    def starts(self, first_step: int, n_steps: int) -> np.ndarray:
+        """``(n_steps,)`` bool: which of the steps ``first_step, first_step + 1, ...`` start
+        an episode."""
+        steps = np.arange(int(first_step), int(first_step) + int(n_steps))
+        return steps % self.length == 0
+
+    def is_start(self, step: int) -> bool:
+        """Whether step ``step`` starts an episode."""
+        return int(step) % self.length == 0
+
+    def reset_where(self, start: Any) -> None:
+        """Inside a traced step: every state back to its start where ``start`` (a traced
+        bool scalar) is true, unchanged elsewhere."""
+        for state, value in self.states:
+            state.value = jax.tree.map(
+                lambda first, now: jnp.where(start, jnp.asarray(first, jnp.result_type(now)), now),
+                value,
+                state.value,
+            )
+
+    def reset(self) -> None:
+        """On the host: every state back to its start."""
+        for state, value in self.states:
+            state.value = value

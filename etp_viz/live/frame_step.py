@@ -96,6 +96,11 @@ class FrameContext:
         of a failing loss).
     record_every
         The measuring interval a frame uses unless it is given another.
+    episode_reset
+        None, or ``reset(start)``: put the hidden states and the learner's own state back to
+        their start where the traced bool ``start`` is true
+        (:meth:`etp_viz.live.frame_data.Episodes.reset_where`). With it, each step's target
+        arrives as ``(y_t, start_t)``.
     """
 
     algorithm: OnlineLearner
@@ -106,6 +111,7 @@ class FrameContext:
     loss_fn: Callable[[Any, Any], Any]
     chunk_start: Callable[[], int]
     record_every: int
+    episode_reset: Callable[[Any], None] | None = None
 
 
 def build_frame(context: FrameContext, careful: bool, every: int | None = None) -> Callable:
@@ -132,7 +138,12 @@ def build_frame(context: FrameContext, careful: bool, every: int | None = None) 
     every = max(1, int(context.record_every if every is None else every))
     heavy_columns = jnp.asarray(recorder.heavy_mask())
 
+    reset = context.episode_reset
+
     def train_step(opt_state: Any, x_t: Any, y_t: Any) -> tuple:
+        if reset is not None:  # an episode's first step starts from the initial states
+            y_t, start = y_t
+            reset(start)
         grads, loss, output = grad_fn(x_t, y_t)
         # the every-step columns (loss, accuracy counts, activity), read after the step
         dense = probe.dense_row(loss, output, y_t, grads).astype(recorder.dtype)

@@ -58,9 +58,10 @@ import brainstate
 import jax
 
 from etp_viz.learn.base import describe_mesh
+from etp_viz.learn.influence.tbptt import BPTT
 
-from .fidelity import FidelityMeter, MeterContext
-from .frame_data import FrameData, gather_frame
+from .fidelity import FidelityMeter, MeterContext, aligned_window
+from .frame_data import Episodes, FrameData, gather_frame
 from .frame_step import (
     Flight,
     FrameContext,
@@ -102,6 +103,7 @@ SESSION_OPTIONS: dict[str, Any] = {
     "fidelity_window": 20,
     "mesh": None,
     "bptt_window": None,
+    "episode_reset": None,
 }
 
 
@@ -160,7 +162,15 @@ class Session(Runner[History]):
     fidelity_every, fidelity_window : int
         Every K steps (0: never) compare the online gradient with BPTT over the last window.
     bptt_window : int, optional
-        The window of ``algorithm='bptt'`` (:class:`etp_viz.TruncatedBPTT`); None: the recipe's.
+        The window of truncated BPTT, ``algorithm='tbptt'`` (:class:`etp_viz.TruncatedBPTT`);
+        None: the recipe's. ``algorithm='bptt'`` is full BPTT over each of the task's episodes
+        (:class:`etp_viz.BPTT`, the exact reference).
+    episode_reset : bool, optional
+        Put every hidden state and the learner's own state (traces, windows) back to their
+        start at each episode's first step (steps ``t`` with ``t % task.n_steps == 0``), so an
+        episode's loss depends on the weights alone and ``'bptt'`` is its exact gradient.
+        None (default): the task's :attr:`~etp_viz.tasks.Task.episodic` (True for the
+        teaching tasks); without a task there are no episodes.
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis (states and traces sharded, weights
         replicated; :mod:`etp_viz.learn.base`); the status line names the devices.
@@ -188,8 +198,15 @@ class Session(Runner[History]):
         self.optimizer = optimizer_from_options(opts)
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
+        task = opts["task"]
+        episode = getattr(task, "n_steps", None) if task is not None else None
         self.algorithm = build_algorithm(
-            model, opts["algorithm"], opts["decay"], opts["mesh"], int(opts["bptt_window"])
+            model,
+            opts["algorithm"],
+            opts["decay"],
+            opts["mesh"],
+            int(opts["bptt_window"]),
+            episode=episode,
         )
         self.algorithm.compile_graph(x)
         self.probe = Probe(self.algorithm, model, task=opts["task"])
@@ -202,6 +219,15 @@ class Session(Runner[History]):
         )
         self._states_cache: list[brainstate.State] | None = None
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
+        #: the episode resets (None: one continuing stream)
+        self.episodes = Episodes.of(task, opts["episode_reset"], self._initial_values.values())
+        if self.episodes is None and isinstance(self.algorithm, BPTT):
+            raise ValueError(
+                "algorithm='bptt' (BPTT over each episode, the exact reference) needs episodes "
+                "that start from a reset state: give an episodic task (task=..., "
+                "episode_reset left at None or True). On a stream use truncated BPTT, "
+                "algorithm='tbptt' (bptt_window=W)."
+            )
         #: compiled frames by (careful, record_every)
         self._frames: dict[tuple[bool, int], Callable[..., Any]] = {}
         #: frames dispatched and not landed yet, oldest first
@@ -212,7 +238,11 @@ class Session(Runner[History]):
         self._history = History(meta=self._meta())
         self._fidelity: FidelityMeter | None = None
         if int(opts["fidelity_every"]) > 0:
-            window, every = int(opts["fidelity_window"]), int(opts["fidelity_every"])
+            window, every = aligned_window(
+                int(opts["fidelity_window"]),
+                int(opts["fidelity_every"]),
+                self.episodes.length if self.episodes is not None else None,
+            )
             self._fidelity = FidelityMeter(self.meter_context(), window, every)
         self._reset_counters()
 
@@ -294,6 +324,12 @@ class Session(Runner[History]):
         return len(self._frames)
 
     @property
+    def fidelity_window(self) -> int | None:
+        """Steps of the fidelity meter's window (whole episodes on an episodic task), or None
+        when the meter is off."""
+        return self._fidelity.window if self._fidelity is not None else None
+
+    @property
     def fidelity_seconds(self) -> float:
         """Wall seconds spent measuring fidelity so far (0 when the meter is off)."""
         return self._fidelity.seconds if self._fidelity is not None else 0.0
@@ -310,6 +346,7 @@ class Session(Runner[History]):
             loss_fn=self.loss_fn,
             chunk_start=lambda: self._chunk_start,
             record_every=self.record_every,
+            episode_reset=self.episodes.reset_where if self.episodes is not None else None,
         )
 
     def meter_context(self) -> MeterContext:
@@ -320,6 +357,7 @@ class Session(Runner[History]):
             params=self.params,
             loss_fn=self.loss_fn,
             states=self._all_states,
+            episodes=self.episodes,
         )
 
     # -- user code -------------------------------------------------------------------------
@@ -378,6 +416,8 @@ class Session(Runner[History]):
 
     def _dispatch(self, frame: Callable, xs: Any, ys: Any, first_step: int) -> Any:
         self._chunk_start = first_step
+        if self.episodes is not None:  # each step's target travels with its episode flag
+            ys = (ys, self.episodes.starts(first_step, jax.tree.leaves(xs)[0].shape[0]))
         self.ring, self.opt_state, packed = frame(self.ring, self.opt_state, xs, ys)
         return packed
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import warnings
 
 import brainstate
@@ -10,12 +11,27 @@ import jax.numpy as jnp
 import pytest
 
 import etp_viz.nn as enn
+from etp_viz._compat import Primitive, ShapedArray, ad
 from etp_viz.compiler import DiagnosticKind, DiagnosticLevel, compile_etrace_graph
 from etp_viz.ops import matmul
 
 from .models import CoupledPlain, TwoLayerRNN, init
 
 K = DiagnosticKind
+
+
+def _softsign(x):
+    return x / (1.0 + jnp.abs(x))
+
+
+#: a primitive the compiler has no rule for (judged element-wise from its JVP)
+_softsign_p = Primitive("test_diagnostics_softsign")
+_softsign_p.def_impl(_softsign)
+_softsign_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
+ad.primitive_jvps[_softsign_p] = lambda p, t: (
+    _softsign_p.bind(p[0]),
+    t[0] / (1.0 + jnp.abs(p[0])) ** 2,
+)
 
 
 class Cell(brainstate.nn.Module):
@@ -107,6 +123,10 @@ CASES = {
         jnp.ones(3),
     ),
     K.TRANSITION_POSITION_COUPLING_CUT: lambda: (CoupledPlain(), jnp.ones(3)),
+    K.PRIMITIVE_JUDGED: lambda: (
+        Cell(lambda s, x, h: matmul(x, s.W.value) + _softsign_p.bind(h)),
+        jnp.ones(3),
+    ),
     K.PARAM_NOT_USED_BY_ETP: lambda: (
         Cell(lambda s, x, h: matmul(x, s.W.value) + h @ s.V.value),
         jnp.ones(3),
@@ -227,3 +247,39 @@ def test_hidden_state_updated_inside_scan():
 
     with pytest.raises(ValueError, match=r"State `h` is updated inside `(scan|while)`"):
         compile_etrace_graph(Looped(lambda s, x, h: h), jnp.ones(3))
+
+
+def _gru_graph():
+    return compile_etrace_graph(init(enn.GRUCell(3, 4)), jnp.ones(3), warn=False)
+
+
+def test_explain_returns_its_records_and_its_report(capsys):
+    graph = _gru_graph()
+    report = graph.explain(weight_path="Wr.weight")
+    printed = capsys.readouterr().out
+    assert report == tuple(d for d in graph.diagnostics if d.weight_path == ("Wr", "weight"))
+    assert report.records == tuple(report) and report  # a tuple of records, as before
+    assert printed == report.text + "\n" == str(report) + "\n"
+    assert "WEIGHTS (1)" in printed and "Wr" in printed
+    assert [v.name for v in report.verdicts.values()] == ["Wr.weight"]
+    assert "\n" not in repr(report) and "CompilationRecord" not in repr(report)
+    assert report._repr_html_() == f"<pre>{html.escape(report.text)}</pre>"
+
+
+def test_explain_shows_one_report_in_a_notebook_cell(capsys):
+    """IPython echoes a cell's last value: the report must not come twice, nor as records."""
+    interactive = pytest.importorskip("IPython.core.interactiveshell")
+    shell = interactive.InteractiveShell.instance()
+    try:
+        shell.user_ns["graph"] = _gru_graph()
+        capsys.readouterr()
+        shell.run_cell("graph.explain()", store_history=True)
+        cell = capsys.readouterr().out
+        assert cell.count("WEIGHTS (3)") == 1, cell
+        assert "CompilationRecord(" not in cell and "Explanation" not in cell, cell
+        shell.run_cell("report = graph.explain(file=__import__('io').StringIO())", True)
+        shell.run_cell("report", store_history=True)  # not printed before: shown now
+        later = capsys.readouterr().out
+        assert later.count("WEIGHTS (3)") == 1 and "CompilationRecord(" not in later, later
+    finally:
+        interactive.InteractiveShell.clear_instance()

@@ -75,10 +75,21 @@ def test_weights_carry_one_claim_per_algorithm(explorer):
         claims = {c["algorithm"]: c["claim"] for c in weight["claims"]}
         assert list(claims) == ALGORITHMS
         assert claims["rtrl"] == "exact"
-        assert claims["bptt"] in ("exact", "approximate")
+        assert claims["bptt"] == "exact"  # BPTT over each episode: the exact reference
         assert not weight.get("claim")  # no single algorithm's claim in compare mode
     approximate = [c for w in weights for c in w["claims"] if c["claim"] == "approximate"]
     assert all(c["reason"] for c in approximate)
+
+
+def test_the_fidelity_panels_name_the_exact_learners_and_the_reference(explorer):
+    """The reference line is labelled by what is true: RTRL and BPTT over each episode are
+    exact on every weight; the meter's 3-step window is shorter than an episode, so its
+    reference is named as BPTT over those steps."""
+    assert explorer.exact_learners == ["rtrl", "bptt"]
+    for panel in explorer.live_panels[1:]:
+        assert "exact: rtrl, bptt" in panel["title"], panel["title"]
+        assert "no learner" not in panel["title"]
+        assert "BPTT over the last 3 steps" in panel["title"]
 
 
 def test_requests_drive_every_algorithm(explorer):
@@ -133,8 +144,8 @@ def test_panels_teach_chance_smoothing_and_which_learner_is_exact(explorer):
     task = tasks.get_task("sine")
     assert loss["chance"] == pytest.approx(task.chance_loss)
     assert loss["smooth"] and loss["episode"] == task.n_steps and loss["tooltip"]
-    assert explorer.exact_learners == ["rtrl"]
-    assert cosine["exact"] == ["rtrl"] and "exact: rtrl" in cosine["title"]
+    assert explorer.exact_learners == ["rtrl", "bptt"]
+    assert cosine["exact"] == ["rtrl", "bptt"] and "exact: rtrl, bptt" in cosine["title"]
     assert all(p.get("x_label") and p.get("y_label") for p in explorer.live_panels)
 
 
@@ -145,7 +156,7 @@ def test_each_approximate_weight_names_the_dropped_term_that_explains_the_gap(ex
     weight = gaps["rnn.W.weight"]
     approximate = [c["algorithm"] for c in weight["claims"] if c["claim"] == "approximate"]
     assert approximate and all(name in weight["gap"] for name in approximate)
-    assert "exact: rtrl" in weight["gap"] and "drop" in weight["gap"]
+    assert "exact: rtrl, bptt" in weight["gap"] and "drop" in weight["gap"]
     assert weight["dropped_nodes"] and set(weight["dropped_nodes"]) <= node_ids
     json.dumps(explorer.view_model)
 

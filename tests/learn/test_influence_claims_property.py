@@ -44,7 +44,7 @@ ALGORITHMS = ["rtrl", "snap1", "snap2", "ostl_recurrent", "tbptt1", "tbptt2", "t
 
 def make(model, name: str):
     if name.startswith("tbptt"):
-        return build_algorithm(model, "bptt", None, window=int(name[5:]))
+        return build_algorithm(model, "tbptt", None, window=int(name[5:]))
     return build_algorithm(model, name, None)
 
 

@@ -31,7 +31,7 @@ def _model():
 @pytest.mark.parametrize("name", learner_names())
 def test_every_registered_learner_satisfies_the_contract_and_learns(name):
     model = _model()
-    alg = build_learner(model, name)
+    alg = build_learner(model, name, episode=3)  # 'bptt' takes the episode; others ignore it
     assert isinstance(alg, OnlineLearner), f"{name}: {type(alg).__name__} breaks the contract"
     x = jnp.ones(3)
     alg.compile_graph(x)
@@ -52,7 +52,9 @@ def test_names_fold_case_dashes_and_aliases():
     assert canonical_name("pp_prop") == "es_d_rtrl"
     assert canonical_name("SnAp-7") == "snap7"
     assert canonical_name("ostl") == "ostl_recurrent"
-    assert canonical_name("truncated-bptt") == "bptt"
+    assert canonical_name("truncated-bptt") == "tbptt"
+    assert canonical_name("TBPTT") == "tbptt" and canonical_name("BPTT") == "bptt"
+    assert spec_of("bptt").family == "bptt" and spec_of("tbptt").family == "tbptt"
     assert DEFAULT_LEARNER in learner_names()
     assert spec_of("snap3").family == "snap"
 
@@ -67,7 +69,12 @@ def test_options_are_checked_against_the_learner():
     model = _model()
     alg = build_learner(model, "es_d_rtrl", {"decay": 0.5})
     assert float(np.asarray(alg.alpha_x)) == pytest.approx(0.5)
-    assert build_learner(model, "bptt", window=7).window == 7
+    assert build_learner(model, "tbptt", window=7).window == 7
+    assert build_learner(model, "bptt", episode=5).episode == 5
+    with pytest.raises(ValueError, match="needs the episode length.*'tbptt'"):
+        build_learner(model, "bptt")
+    with pytest.raises(TypeError, match="window is truncated BPTT's option \\('tbptt'\\)"):
+        build_learner(model, "bptt", {"window": 5})
     assert build_learner(model, "rtrl", decay=0.5, window=3) is not None  # defaults: ignored
     with pytest.raises(
         TypeError,
@@ -89,7 +96,7 @@ def test_every_spec_names_its_family_and_kind():
 def test_a_built_learner_states_the_claim_family_of_its_spec(name):
     """The compiler reads a learner's ``claim_family`` (never its class name): it must be the
     registry's family for that name."""
-    alg = build_learner(_model(), name)
+    alg = build_learner(_model(), name, episode=3)
     assert alg.claim_family == spec_of(name).family, (name, type(alg).__name__)
 
 
@@ -105,6 +112,12 @@ def test_every_name_works_in_every_entry_point(name):
     xs = jnp.asarray(np.random.default_rng(0).normal(size=(3, 3)), jnp.float32)
     report = etp_viz.verify(_model(), xs, algorithm=name)
     assert {row.path for row in report.rows}, name
-    session = Session(_model(), xs[0], algorithm=name, data=lambda t: (xs[t % 3], jnp.zeros(2)))
+    if name == "bptt":  # BPTT over each episode needs episodes: a task's
+        task = etp_viz.tasks.get_task("leaky_integrator")
+        model = task.suggested_model(hidden_size=4, spiking=False)
+        session = Session(model, task.example_input(), algorithm=name, task=task)
+    else:
+        data = lambda t: (xs[t % 3], jnp.zeros(2))  # noqa: E731
+        session = Session(_model(), xs[0], algorithm=name, data=data)
     session.step(2)
     assert session.history.num_steps == 2 and np.isfinite(session.history.loss).all()

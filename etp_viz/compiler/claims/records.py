@@ -100,14 +100,21 @@ class GradientClaims(dict):
     """``{leaf path: GradientClaim}``; a ``ParamState`` path answers too (its leaves' worst
     claim), and ``str()`` is one line per leaf."""
 
-    def __missing__(self, key: Any) -> GradientClaim:
+    def __getitem__(self, key: Any) -> GradientClaim:
+        # a weight leaf is named after its ParamState (``rnn.W.weight``, bias
+        # ``rnn.W.weight.bias``): a name with leaves under it is the ParamState's, their worst
         name = key if isinstance(key, str) else ".".join(map(str, key))
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
         leaves = [c for k, c in self.items() if k.startswith(name + ".")]
+        if dict.__contains__(self, name):
+            own = dict.__getitem__(self, name)
+            return combine_claims(name, [own, *leaves]) if leaves else own
         if not leaves:
             raise KeyError(f"no weight {name!r}; known: {sorted(self)}")
         return combine_claims(name, leaves)
+
+    def leaf(self, name: str) -> GradientClaim | None:
+        """The claim of the one leaf called ``name`` (not its ParamState's), or None."""
+        return dict.get(self, name)
 
     def get(self, key: Any, default: Any = None) -> Any:
         try:

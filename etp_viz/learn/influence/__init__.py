@@ -7,4 +7,5 @@ from .algorithms import SnAp as SnAp
 from .learner import InfluenceLearner as InfluenceLearner
 from .ostl import OSTLFeedforward as OSTLFeedforward
 from .ostl import OSTLRecurrent as OSTLRecurrent
+from .tbptt import BPTT as BPTT
 from .tbptt import TruncatedBPTT as TruncatedBPTT

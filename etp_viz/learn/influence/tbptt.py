@@ -55,7 +55,7 @@ from ..vjp_step import zero_cotangent
 from .learner import InfluenceLearner, _output_vjp
 from .sparsity import jacobian_sparsity
 
-__all__ = ["TruncatedBPTT"]
+__all__ = ["BPTT", "TruncatedBPTT"]
 
 
 class TruncatedBPTT(InfluenceLearner):
@@ -235,6 +235,76 @@ class TruncatedBPTT(InfluenceLearner):
         via_output = bool_matmul(reach_y, carried)
         via_state = bool_matmul(reach_h, carried)
         return np.asarray(via_output.any(axis=0) | via_state.any(axis=0))
+
+
+class BPTT(TruncatedBPTT):
+    r"""Full BPTT over each episode of ``episode`` steps: the exact reference line.
+
+    Steps are counted in episodes of ``episode`` steps from the learner's reset; at step
+    :math:`t` of an episode (counted from 0) the gradient is that of :math:`L^t`
+    backpropagated through every step since the episode's start, from the state the episode
+    started in (held constant). Summed over the episode this is BPTT's gradient of the
+    episode's loss :math:`\sum_t L^t`, the quantity a teaching task scores, and it equals it
+    exactly when the episode starts from a state that does not depend on the weights, i.e.
+    when the hidden state is reset at every episode start, as a live session on an episodic
+    task does (``Session(..., task=task)``: every state and every learner's own state is put
+    back at each episode start). So its claims are ``exact`` for every weight; the windows
+    cost :math:`T (n + |x|)` numbers and each step re-runs up to :math:`T` steps.
+
+    It is :class:`TruncatedBPTT` with ``window = episode`` whose window empties at each
+    episode start (``count`` is the step within the episode), so it never reaches back
+    across an episode boundary.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    episode : int
+        Steps per episode (a task's ``n_steps``; ``verify`` uses the length of its inputs).
+    name : str, optional
+
+    Examples
+    --------
+    >>> import brainstate, jax.numpy as jnp, etp_viz
+    >>> cell = etp_viz.nn.ValinaRNNCell(2, 3)
+    >>> brainstate.nn.init_all_states(cell)  # doctest: +ELLIPSIS
+    ValinaRNNCell(...)
+    >>> alg = etp_viz.learn.BPTT(cell, episode=2)
+    >>> alg.compile_graph(jnp.ones(2))
+    >>> grads = brainstate.transform.grad(lambda x: jnp.sum(alg(x) ** 2), alg.param_states)
+    >>> _ = [grads(jnp.ones(2)) for _ in range(3)]   # the third step starts a new episode
+    >>> int(alg.influence.value["count"])
+    1
+    >>> {c.kind for c in alg.gradient_claims().values()}
+    {'exact'}
+    """
+
+    claim_family = "bptt"
+
+    def __init__(self, model: Any, episode: int, name: str | None = None):
+        if isinstance(episode, bool) or not isinstance(episode, numbers.Integral):
+            raise TypeError(
+                f"BPTT's episode must be a positive integer (steps per episode), got "
+                f"{episode!r} ({type(episode).__name__})"
+            )
+        if int(episode) < 1:
+            raise ValueError(f"BPTT's episode must be a positive integer, got {episode!r}")
+        super().__init__(model, window=int(episode), name=name)
+
+    @property
+    def episode(self) -> int:
+        """Steps per episode (the window)."""
+        return self.window
+
+    def _shift(self, windows: dict, hidden: Any, args: tuple) -> dict:
+        """A full window means the previous episode ended: this step starts a new one (the
+        count restarts, so the unroll begins at this step's starting state)."""
+        count = jnp.where(windows["count"] >= self.window, 0, windows["count"])
+        return super()._shift({**windows, "count": count}, hidden, args)
+
+    def adjust_claims(self, claims: Any) -> Any:
+        """Every leaf exact: nothing is dropped inside an episode (the claim is about the
+        episode's loss; see the class docstring for the reset it assumes)."""
+        return self.claims_by_columns(claims, np.ones(self.num_params, bool), "")
 
 
 def _flat_outputs(out: Any) -> Any:
