@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from etp_viz.live.compare import Comparison
+from etp_viz.live.fidelity import reference_text
 
 from .headless import traitlets
 from .widget import Explorer
@@ -55,10 +56,15 @@ class CompareExplorer(Explorer):
         self.exact_learners: list[str] = []
         self.view_model = self._with_claims(self.view_model)
         self.live_panels = self._panel_specs()
+        from .live_panels import RunWatch  # compiling status, lesson budget and summary
+
+        self.watch = RunWatch(comparison, comparison.sessions, self.lesson, self._update_status)
         self._requests.update(
             {
                 "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
-                "live_run": lambda p: self._call(self.run, p.get("n_steps")),
+                "live_run": lambda p: self._call(
+                    self.run, p.get("n_steps"), past_budget=bool(p.get("past_budget"))
+                ),
                 "live_pause": lambda p: self._call(self.pause),
                 "live_reset": lambda p: self._call(self.reset),
                 "live_set": self._request_set,
@@ -72,9 +78,27 @@ class CompareExplorer(Explorer):
         """``n`` lockstep steps of every algorithm (see :meth:`Comparison.step`)."""
         return self.comparison.step(n)
 
-    def run(self, n_steps: int | None = None, background: bool = True) -> CompareExplorer:
-        self.comparison.run(n_steps, background=background)
+    def run(
+        self, n_steps: int | None = None, background: bool = True, *, past_budget: bool = False
+    ) -> CompareExplorer:
+        """Run every learner; with a task, ``run()`` stops at the lesson's end (the recipe's
+        budget) and ``run(past_budget=True)`` continues past it (see ``LiveExplorer.run``)."""
+        self.comparison.run(n_steps, background=background, past_budget=past_budget)
         return self
+
+    def lesson(self) -> Any:
+        """The lesson summary: each learner's final scores against chance, its loss as a
+        multiple of the exact reference's and the terms it drops
+        (:func:`~etp_viz.live.lesson.lesson_summary`)."""
+        from etp_viz.live.lesson import lesson_summary, reference_learner
+        from etp_viz.view.plain import dropped_terms
+
+        return lesson_summary(
+            self.histories,
+            budget=self.comparison.budget,
+            reference=reference_learner(self.exact_learners),
+            dropped=dropped_terms((self.view_model or {}).get("weights") or []),
+        )
 
     def pause(self) -> None:
         self.comparison.pause()
@@ -161,22 +185,28 @@ class CompareExplorer(Explorer):
         if int(comparison.options["fidelity_every"]) > 0:
             window = int(comparison.options["fidelity_window"])
             exact = self.exact_learners
+            episode = first.episodes.length if first.episodes is not None else None
+            against = reference_text(episode, first.fidelity_window or window)
             note = (
-                f" — exact: {', '.join(exact)}"
+                f" · exact: {', '.join(exact)}"
                 if exact
-                else " — no learner is exact on every weight"
+                else " · no learner here is exact on every weight"
             )
-            tooltip = TOOLTIPS["fidelity"] + (
-                f" Claimed exact on every weight: {', '.join(exact)} (their cosine stays at 1)."
-                if exact
-                else ""
+            tooltip = (
+                TOOLTIPS["fidelity"]
+                + f" Measured against {against}."
+                + (
+                    f" Claimed exact on every weight: {', '.join(exact)} (their cosine stays at 1)."
+                    if exact
+                    else ""
+                )
             )
-            for name, what in (("cosine", "cosine to BPTT"), ("rel_error", "relative error")):
+            for name, what in (("cosine", "cosine"), ("rel_error", "relative error")):
                 panels.append(
                     {
                         "name": name,
                         "kind": "compare",
-                        "title": f"fidelity: {what} over {window} steps{note}",
+                        "title": f"fidelity: {what} to {against}{note}",
                         "labels": labels,
                         "exact": exact,
                         "tooltip": tooltip,
@@ -227,11 +257,13 @@ class CompareExplorer(Explorer):
     # -- comparison → front end ------------------------------------------------------------
     def _on_event(self, _comparison: Comparison, event: str) -> None:
         now = time.monotonic()
+        changed = self.watch.on_event(event)
         if event == "started":
             self._in_run = True
         elif event != "frame":
             self._in_run = False
-        if event == "frame" and self._in_run and now - self._last_push < 1.0 / self.max_rate:
+        rate_limited = now - self._last_push < 1.0 / self.max_rate
+        if event == "frame" and self._in_run and rate_limited and not changed:
             return
         self._last_push = now
         self.push_history()
@@ -250,7 +282,7 @@ class CompareExplorer(Explorer):
         histories = self.histories
         if all(h.num_steps == 0 for h in histories.values()):
             return
-        from .live_panels import accuracy_series, masked_loss
+        from .live_panels import accuracy_series, fidelity_rows, masked_loss, push_overviews
 
         series: dict[str, list[np.ndarray]] = {p["name"]: [] for p in self.live_panels}
         for history in histories.values():
@@ -261,20 +293,18 @@ class CompareExplorer(Explorer):
             if "accuracy" in series:
                 accuracy = np.asarray(accuracy_series(history, COMPARE_WINDOW), np.float64)
                 series["accuracy"].append(np.stack([steps[-len(accuracy) :], accuracy], axis=1))
-            checkpoints = history.fidelity[-COMPARE_WINDOW:]
-            for name in ("cosine", "rel_error"):
+            for name in ("cosine", "rel_error"):  # the whole run (bucket means when long)
                 if name in series:
-                    rows = [
-                        [f["step"], np.nan if f[name] is None else f[name]] for f in checkpoints
-                    ]
-                    series[name].append(np.asarray(rows, np.float64).reshape(-1, 2))
+                    series[name].append(fidelity_rows(history, name, COMPARE_WINDOW))
         for name, arrays in series.items():
             self.push_live(name, _pad(arrays), step=int(self.comparison.step_count))
+        names = [p["name"] for p in self.live_panels if p["name"] in ("loss", "accuracy")]
+        push_overviews(self, list(histories.values()), names)
         self.pushes += 1
 
-    def _call(self, method: Any, *args: Any) -> dict[str, Any]:
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            method(*args)
+            method(*args, **kwargs)
         finally:
             self._update_status()
         return {"step": self.comparison.step_count, "running": self.comparison.running}
@@ -293,6 +323,7 @@ class CompareExplorer(Explorer):
             "steps_per_frame": comparison.steps_per_round,
             "record": None,
             "compare": rows,
+            **self.watch.status(),
         }
 
     def _request_set(self, params: dict) -> dict[str, Any]:

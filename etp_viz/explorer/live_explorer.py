@@ -8,6 +8,14 @@ The front end can drive the session with requests ``live_step`` / ``live_run`` /
 ``live_pause`` / ``live_reset`` / ``live_set`` (answered with ``{"id", "result", "error"}``);
 failures and user-code errors are shown through the ``error`` trait.
 
+With a task, Run stops at the task recipe's step budget (``task.recipe().steps``: the lesson
+ends there) and ``live_status["lesson"]`` carries the lesson summary
+(:func:`~etp_viz.live.lesson.lesson_summary`: final scores against chance, the gap to the
+exact reference, the dropped terms); ``run(past_budget=True)`` (the page's Continue button)
+goes on past it. ``live_status["compiling"]`` names the learner compiling before its first
+frame. The loss and accuracy panels get the whole run too (``overview/<name>`` messages:
+per bucket the first step, mean, min and max; :meth:`~etp_viz.live.history.History.overview`).
+
 Examples
 --------
 >>> import etp_viz
@@ -26,8 +34,10 @@ from typing import Any
 import numpy as np
 
 from etp_viz.live.frame_data import gather_frame
+from etp_viz.live.lesson import LessonSummary, lesson_budget, lesson_summary
 from etp_viz.live.session import SESSION_OPTIONS, Session
 from etp_viz.live.sources import ALGORITHM_NAMES, algorithm_name
+from etp_viz.view.plain import dropped_terms
 
 from .headless import require_widget_packages, traitlets
 from .widget import Explorer, split_display_options
@@ -77,10 +87,16 @@ class LiveExplorer(Explorer):
         self.pushes = 0
         self.record: set[str] | None = None
         self.live_panels = self._panel_specs()
+        from .live_panels import RunWatch
+
+        label = str(session.history.meta.get("algorithm", "learner"))
+        self.watch = RunWatch(session, {label: session}, self.lesson, self._update_status)
         self._requests.update(
             {
                 "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
-                "live_run": lambda p: self._call(self.run, p.get("n_steps")),
+                "live_run": lambda p: self._call(
+                    self.run, p.get("n_steps"), past_budget=bool(p.get("past_budget"))
+                ),
                 "live_pause": lambda p: self._call(self.pause),
                 "live_reset": lambda p: self._call(self.reset),
                 "live_set": self._request_set,
@@ -93,12 +109,36 @@ class LiveExplorer(Explorer):
     # -- the Python API (delegates) --------------------------------------------------------
     def step(self, n: int = 1) -> Any:
         """``n`` synchronous steps (see :meth:`Session.step`)."""
+        if self.session.history.num_steps == 0:  # the first step compiles: say so first
+            self.watch.on_event("started")
+            self._update_status()
         return self.session.step(n)
 
-    def run(self, n_steps: int | None = None, background: bool = True) -> LiveExplorer:
-        """Run in a background thread; Pause acts before the next step."""
-        self.session.run(n_steps, background=background)
+    def run(
+        self, n_steps: int | None = None, background: bool = True, *, past_budget: bool = False
+    ) -> LiveExplorer:
+        """Run in a background thread; Pause acts before the next step.
+
+        With a task, ``run()`` stops at the lesson's end (the recipe's step budget,
+        ``session.budget``) and the page shows the lesson summary (:meth:`lesson`); at the
+        budget it does nothing. ``run(past_budget=True)`` continues past it until paused.
+        """
+        self.session.run(n_steps, background=background, past_budget=past_budget)
         return self
+
+    def lesson(self) -> LessonSummary:
+        """The lesson summary of the run so far: the final loss and accuracy (episode
+        averages) against chance, and the weights this learner does not learn exactly with
+        the terms it drops (:func:`~etp_viz.live.lesson.lesson_summary`)."""
+        label = str(self.session.history.meta.get("algorithm", "learner"))
+        weights = (self.view_model or {}).get("weights") or []
+        summary = lesson_summary(
+            {label: self.session.history},
+            budget=self.session.budget,
+            dropped=dropped_terms(weights),
+        )
+        summary.dropped = {label if k == "" else k: v for k, v in summary.dropped.items()}
+        return summary
 
     def pause(self) -> None:
         self.session.pause()
@@ -185,11 +225,13 @@ class LiveExplorer(Explorer):
 
     def _on_session_event(self, session: Session, event: str) -> None:
         now = time.monotonic()
+        changed = self.watch.on_event(event)
         if event == "started":
             self._in_run = True
         elif event != "frame":
             self._in_run = False
-        if event == "frame" and self._in_run and now - self._last_push < 1.0 / self.max_rate:
+        rate_limited = now - self._last_push < 1.0 / self.max_rate
+        if event == "frame" and self._in_run and rate_limited and not changed:
             # inside run(): at most max_rate pushes a second, the last frame pushed on stop.
             # A step() has no stop event to flush a skipped frame: every one is pushed.
             return
@@ -205,7 +247,7 @@ class LiveExplorer(Explorer):
         history = self.session.history
         if history.num_steps == 0:
             return
-        from .live_panels import panel_values
+        from .live_panels import panel_values, push_overviews
 
         for spec in self.live_panels:
             if self.record is not None and spec["name"] not in self.record | {"loss"}:
@@ -216,11 +258,13 @@ class LiveExplorer(Explorer):
             if pushed is not None:
                 values, meta = pushed
                 self.push_live(spec["name"], np.asarray(values[-LIVE_WINDOW:], np.float32), **meta)
+        names = [p["name"] for p in self.live_panels if p["name"] in ("loss", "accuracy")]
+        push_overviews(self, [history], names)  # the whole run, downsampled
         self.pushes += 1
 
-    def _call(self, method: Any, *args: Any) -> dict[str, Any]:
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            method(*args)
+            method(*args, **kwargs)
         finally:
             self._update_status()
         return {"step": self.session.step_count, "running": self.session.running}
@@ -236,6 +280,7 @@ class LiveExplorer(Explorer):
             "decay": getattr(session.algorithm, "alpha_x", None),
             "steps_per_frame": session.steps_per_frame,
             "record": None if self.record is None else sorted(self.record),
+            **self.watch.status(),
         }
 
     def _request_set(self, params: dict) -> dict[str, Any]:
@@ -326,6 +371,7 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
     if isinstance(live.get("algorithm"), list | tuple):
         return _compare(model, example_inputs[0], live, options, max_rate)
     session = Session(model, example_inputs[0], **live)
+    session.budget = lesson_budget(live.get("task"))  # Run stops where the lesson ends
     graph = getattr(session.algorithm, "graph", None)
     if graph is None:
         from etp_viz.compiler import compile_etrace_graph
@@ -369,6 +415,7 @@ def _compare(model: Any, x: Any, live: dict, options: dict, max_rate: float) -> 
         )
     live.pop("mesh", None)
     comparison = Comparison(model, x, live.pop("algorithm"), **live)
+    comparison.budget = lesson_budget(live.get("task"))  # Run stops where the lesson ends
     first = next(iter(comparison.sessions.values()))
     graph = getattr(first.algorithm, "graph", None) or compile_etrace_graph(first.model, x)
     return CompareExplorer(graph, comparison, max_rate=max_rate, **options)

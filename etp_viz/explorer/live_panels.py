@@ -10,13 +10,24 @@ The contract is in ``docs/view-model.md`` ("Live session").
 from __future__ import annotations
 
 import math
+import time
+import warnings
 from typing import Any
 
 import numpy as np
 
 from etp_viz.live.probe import path_name
 
-__all__ = ["TOOLTIPS", "chance_levels", "panel_specs", "panel_values", "masked_loss"]
+__all__ = [
+    "TOOLTIPS",
+    "RunWatch",
+    "chance_levels",
+    "fidelity_rows",
+    "masked_loss",
+    "panel_specs",
+    "panel_values",
+    "push_overviews",
+]
 
 #: Plain-language tooltip of each panel kind (what a student reads on hover).
 TOOLTIPS = {
@@ -67,7 +78,9 @@ TOOLTIPS = {
     "activity/synapse": (
         "e-prop's figure 1, live: one synapse's eligibility trace ε (how this synapse could "
         "change its neuron), the neuron's learning signal L (how the loss wants the neuron to "
-        "change) and the synapse's online gradient g = L·ε, over the last episode."
+        "change) and their product L·ε, this synapse's update in the gradient's units, drawn on "
+        "one scale with the online gradient g the optimizer received (dashed; it sums the "
+        "batch, so it can differ from one sequence's L·ε), over the last episode."
     ),
 }
 
@@ -301,8 +314,8 @@ def _activity_specs(session: Any) -> list[dict[str, Any]]:
                 **base,
                 "name": "activity/synapse",
                 "panel": "activity/synapse",
-                "title": f"synapse {synapse['name']}[{synapse['i']}, j]: trace, learning "
-                "signal, gradient",
+                "title": f"synapse {synapse['name']}[{synapse['i']}, j]: trace × learning "
+                "signal = update",
                 "weight": synapse["name"],
                 "input": synapse["i"],
                 "tooltip": TOOLTIPS["activity/synapse"],
@@ -365,7 +378,141 @@ def panel_values(history: Any, spec: dict[str, Any], window: int) -> tuple[Any, 
     if name == "fidelity":
         if not history.fidelity:
             return None
-        return [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity], meta
+        rows = [[f["step"], f["cosine"], f["rel_error"]] for f in history.fidelity]
+        array = np.asarray(rows, np.float64)  # None (no gradient in the window) -> NaN
+        if array.shape[0] > window:  # the whole run: means of neighbouring checkpoints
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a bucket of NaN only
+                parts = np.array_split(array, window)
+                array = np.stack([[p[0, 0], *np.nanmean(p[:, 1:], 0)] for p in parts])
+        return array, meta
     if name in history:
         return history.recent(name, window), meta
     return None
+
+
+def overview_rows(history: Any, name: str) -> np.ndarray | None:
+    """The whole run of ``"loss"`` or ``"accuracy"`` as ``(m, 4)`` float32 rows ``(first step
+    of the bucket, mean, min, max)`` (:meth:`History.overview`; None before a step)."""
+    if history.num_steps == 0:
+        return None
+    try:
+        view = history.overview(name)
+    except KeyError:
+        return None
+    return np.stack([view["steps"], view["mean"], view["min"], view["max"]], 1).astype(np.float32)
+
+
+def push_overviews(explorer: Any, histories: list[Any], names: list[str]) -> None:
+    """Send ``overview/<name>`` for each of ``names`` (whole-run loss / accuracy): ``(m, 4)``
+    rows for one history, ``(k, m, 4)`` NaN-padded at the end for ``k`` (compare mode). The
+    message is a live message (``push_live``'s layout) whose ``overview`` names the panel it
+    belongs to; ``width``: steps per bucket."""
+    for name in names:
+        rows = [overview_rows(h, name) for h in histories]
+        if all(r is None for r in rows):
+            continue
+        if len(histories) == 1:
+            data = rows[0]
+        else:
+            m = max(r.shape[0] for r in rows if r is not None)
+            data = np.full((len(rows), m, 4), np.nan, np.float32)
+            for i, r in enumerate(rows):
+                if r is not None:
+                    data[i, : r.shape[0]] = r
+        width = max(int(h.overview(name)["width"]) for h in histories if h.num_steps)
+        array = np.ascontiguousarray(data, dtype="<f4")
+        content = {"type": "live", "name": f"overview/{name}", "shape": list(array.shape)}
+        content.update({"dtype": "float32", "width": width, "overview": name})
+        explorer.send(content, buffers=[array.tobytes()])
+
+
+def fidelity_rows(history: Any, name: str, most: int) -> np.ndarray:
+    """``(m, 2)`` rows ``(step, value)`` of the fidelity checkpoints of a whole run (``name``:
+    ``"cosine"`` or ``"rel_error"``), bucket means when there are more than ``most``."""
+    from etp_viz.live.history import bucket_stats
+
+    rows = [[f["step"], np.nan if f[name] is None else f[name]] for f in history.fidelity]
+    array = np.asarray(rows, np.float64).reshape(-1, 2)
+    if array.shape[0] <= most:
+        return array
+    last = int(array[-1, 0]) + 1
+    width = 1 << max(int(np.ceil(np.log2(last / most))), 0)
+    starts, mean, _, _ = bucket_stats(array[:, 0].astype(np.int64), array[:, 1], width)
+    return np.stack([starts.astype(np.float64), mean], 1)
+
+
+class RunWatch:
+    """What the status line says besides the step: the compilation in progress (which learner,
+    how far a comparison is, since when), the lesson's budget and, once reached, its summary.
+
+    ``runner``: the session or comparison; ``sessions``: ``{label: Session}`` (the runner
+    itself for one session); ``summary``: a function returning the current
+    :class:`~etp_viz.live.lesson.LessonSummary`; ``on_change``: called when the compile
+    status moves between frames (a comparison's learners compile one after the other).
+    """
+
+    def __init__(self, runner: Any, sessions: dict[str, Any], summary: Any, on_change: Any):
+        self.runner = runner
+        self.sessions = sessions
+        self.summary = summary
+        self.on_change = on_change
+        self._pending: list[str] = []
+        self._total = 0
+        self._since = 0.0
+        self._why = ""
+        self._sizes: set[int] = set()
+        self.lesson: dict[str, Any] | None = None
+        for label, session in sessions.items():
+            if session is not runner:
+                session.observe(lambda _s, event, label=label: self._on_learner(label, event))
+
+    def start(self, labels: list[str], why: str = "") -> None:
+        """The learners ``labels`` compile (in this order) before their next frame."""
+        self._pending, self._total, self._why = list(labels), len(labels), why
+        self._since = time.monotonic()
+
+    def _on_learner(self, label: str, event: str) -> None:
+        if event == "frame" and self._pending and self._pending[0] == label:
+            self._pending.pop(0)
+            self._since = time.monotonic()
+            self.on_change()
+
+    def on_event(self, event: str) -> bool:
+        """The runner's event; True when the status changed (push it even if rate-limited)."""
+        before = bool(self._pending)
+        if event == "started":
+            fresh = [k for k, s in self.sessions.items() if s.history.num_steps == 0]
+            if fresh:
+                self.start(fresh)
+        elif event == "frame":
+            self._pending = []
+            size = getattr(self.runner, "steps_per_round", None)
+            if isinstance(size, int) and len(self.sessions) > 1:
+                new = size not in self._sizes
+                self._sizes.add(size)
+                if new and self.runner.running and len(self._sizes) > 1:
+                    self.start(list(self.sessions), f"rounds of {size} steps")
+        else:  # paused, reset, error, failure
+            self._pending = []
+        if event == "reset":
+            self.lesson, self._sizes = None, set()
+        elif event != "frame" and event != "started" and self.runner.budget_reached:
+            self.lesson = self.summary().to_json()
+        return before != bool(self._pending) or event != "frame"
+
+    def compiling(self) -> dict[str, Any] | None:
+        """``{"label", "index", "total", "elapsed", "why"}`` of the learner compiling now."""
+        if not self._pending:
+            return None
+        return {
+            "label": self._pending[0],
+            "index": self._total - len(self._pending) + 1,
+            "total": self._total,
+            "elapsed": round(time.monotonic() - self._since, 1),
+            "why": self._why,
+        }
+
+    def status(self) -> dict[str, Any]:
+        """The keys this adds to ``live_status``: ``compiling``, ``budget``, ``lesson``."""
+        return {"compiling": self.compiling(), "budget": self.runner.budget, "lesson": self.lesson}

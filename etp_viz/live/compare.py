@@ -38,8 +38,8 @@ import numpy as np
 
 from .history import History
 from .runner import Runner
-from .session import SESSION_OPTIONS, Session, check_options
-from .sources import DataSource, apply_recipe, live_algorithm_name
+from .session import SESSION_OPTIONS, Session
+from .sources import DataSource, apply_recipe, check_options, live_algorithm_name
 
 __all__ = ["COMPARE_OPTIONS", "Comparison", "SharedStream", "learner_state_bytes"]
 

@@ -49,7 +49,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ACTIVITY_KEEP", "History", "load_history", "task_levels"]
+from .overview import OVERVIEW_BUCKETS, Overview, bucket_stats
+
+__all__ = [
+    "LESSON_EPISODES",
+    "episode_scores",
+    "summary_text",
+    "ACTIVITY_KEEP",
+    "OVERVIEW_BUCKETS",
+    "History",
+    "Overview",
+    "bucket_stats",
+    "load_history",
+    "task_levels",
+]
+
+#: Episodes a final score averages over (:func:`episode_scores`; notebook 07's too).
+LESSON_EPISODES = 20
+#: Steps a final score averages over on data without episodes.
+STEPS_WITHOUT_EPISODES = 100
 
 _META_KEY = "__meta__"
 #: Most recent steps of the activity rows kept (``activity/*``: recorded every step, shown
@@ -298,7 +316,45 @@ class History:
                 self._columns[name].append(total, rows)
             else:
                 self._columns[name].append_rows(total + np.asarray(at), rows)
+        self._extend_overviews(int(steps[0]), values)
         self._steps.append(steps)
+
+    def _extend_overviews(self, first_step: int, values: dict[str, np.ndarray]) -> None:
+        """Feed the whole-run overviews (:meth:`overview`): the loss (NaN on steps without a
+        target when the run counts labelled rows) and the accuracy."""
+        if "loss" not in values:
+            return
+        loss = np.asarray(values["loss"], np.float64).reshape(-1)
+        series = {"loss": loss}
+        labelled = values.get("accuracy/labelled")
+        if labelled is not None:
+            labelled = np.asarray(labelled, np.float64).reshape(-1)
+            correct = np.asarray(values["accuracy/correct"], np.float64).reshape(-1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                series["accuracy"] = np.where(labelled > 0, correct / labelled, np.nan)
+            series["loss"] = np.where(labelled > 0, loss, np.nan)
+        for name, rows in series.items():
+            if name not in self._overviews:
+                self._overviews[name] = Overview(first_step=first_step)
+            self._overviews[name].extend(rows)
+
+    def overview(self, name: str) -> dict[str, Any]:
+        """The whole run of ``"loss"`` or ``"accuracy"`` downsampled (:class:`Overview`):
+        ``{"steps", "mean", "min", "max", "width"}``, one entry per bucket of ``width`` steps
+        from the first recorded step (at most ``2 * OVERVIEW_BUCKETS`` buckets). A masked
+        loss counts the steps with a target only.
+
+        >>> h = History()
+        >>> h.extend(np.arange(3), {"loss": np.array([3.0, 2.0, 1.0])})
+        >>> h.overview("loss")["steps"].tolist(), h.overview("loss")["max"].tolist()
+        ([0, 1, 2], [3.0, 2.0, 1.0])
+        """
+        if name not in self._overviews:
+            raise KeyError(
+                f"No overview of {name!r}; this history has: {sorted(self._overviews)} "
+                "(the loss always, the accuracy on a classification task)."
+            )
+        return self._overviews[name].read()
 
     def _clear_steps(self) -> None:
         """Forget every recorded step and metric (fidelity, failure and meta are kept)."""
@@ -306,6 +362,7 @@ class History:
         self._columns: dict[str, _Column] = {}
         self._activity_steps = np.zeros((0,), np.int64)
         self._activity: dict[str, np.ndarray] = {}
+        self._overviews: dict[str, Overview] = {}
 
     def _extend_activity(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
         """Append activity rows, keeping the last :data:`ACTIVITY_KEEP` steps."""
@@ -421,13 +478,70 @@ def load_history(path: str | os.PathLike) -> History:
         return history
 
 
-def final_loss_text(history: History) -> str:
-    """The loss averaged over the last episode (the last 100 steps without a task), counting
-    only steps with a target when the loss is masked; the task's chance level beside it."""
+def episode_scores(history: History, episodes: int = LESSON_EPISODES) -> dict[str, Any]:
+    """The final loss and accuracy of a run: averages over its last ``episodes`` whole
+    episodes (``history.meta["episode"]`` steps each; the last 100 steps without episodes;
+    every step before one episode is complete).
+
+    The loss is per scored step: on a classification task a step's recorded loss is the mean
+    over its labelled rows (0 without a target), so it is weighted by the rows labelled. The
+    accuracy is ``correct / labelled`` summed over the steps (None for regression).
+
+    Returns ``{"loss", "accuracy", "start", "end"}`` (``start..end - 1``: the rows averaged).
+    """
+    total = history.num_steps
+    episode = int(history.meta.get("episode") or 0)
+    if episode > 1:
+        end = total // episode * episode or total
+        start = max(end - int(episodes) * episode, 0)
+    else:
+        end, start = total, max(total - STEPS_WITHOUT_EPISODES, 0)
+    out: dict[str, Any] = {"loss": None, "accuracy": None, "start": start, "end": end}
+    if end <= start:
+        return out
+    loss = np.asarray(history.loss[start:end], np.float64)
+    if "accuracy/labelled" in history:
+        labelled = np.asarray(history["accuracy/labelled"][start:end], np.float64)
+        correct = np.asarray(history["accuracy/correct"][start:end], np.float64)
+        if labelled.sum() > 0:
+            out["loss"] = float((loss * labelled).sum() / labelled.sum())
+            out["accuracy"] = float(correct.sum() / labelled.sum())
+        return out
+    finite = loss[np.isfinite(loss)]
+    out["loss"] = float(finite.mean()) if finite.size else None
+    return out
+
+
+def summary_text(history: History, error: str | None = None) -> str:
+    """A run's summary in a few lines: learner, task and steps, the final loss (an episode
+    average, :func:`final_loss_text`), the last fidelity check, a failure, ``error``."""
     meta = history.meta
-    recent = np.asarray(history.loss[-int(meta.get("episode", 100)) :], float)
-    if meta.get("chance_accuracy") is not None and np.any(recent != 0):
-        recent = recent[recent != 0]  # a masked loss is exactly 0 on steps without a target
-    line = f"final loss {float(np.mean(recent)):.4g} (mean over the last {len(recent)} steps"
-    chance = meta.get("chance_loss")
+    lines = [f"{meta.get('algorithm')} on {meta.get('task')}: {history.num_steps} steps"]
+    if history.num_steps:
+        lines.append(final_loss_text(history))
+    if history.fidelity:
+        last = history.fidelity[-1]
+        if last["cosine"] is None:
+            lines.append(f"fidelity at step {last['step']}: no gradient in the window")
+        else:
+            lines.append(
+                f"fidelity at step {last['step']}: cosine {last['cosine']:.3f}, "
+                f"relative error {last['rel_error']:.3f}"
+            )
+    if history.failure:
+        lines.append(history.failure["message"])
+    if error:
+        lines.append(error)
+    return "\n".join(lines)
+
+
+def final_loss_text(history: History) -> str:
+    """The final loss: an episode average over the last episodes, per scored step
+    (:func:`episode_scores`, the number the lesson summary shows), with the task's chance
+    level beside it."""
+    score = episode_scores(history)
+    loss, start, end = score["loss"], score["start"], score["end"]
+    value = "–" if loss is None else f"{loss:.4g}"
+    line = f"final loss {value} (mean over steps {start}..{end - 1}"
+    chance = history.meta.get("chance_loss")
     return line + (f"; chance {chance:.4g})" if chance is not None else ")")

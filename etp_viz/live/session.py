@@ -27,7 +27,7 @@ every ``record_every``-th step of a frame and on its last step (NaN in the histo
 measured"). The frame is a scan over blocks of ``record_every`` steps: ``record_every - 1``
 plain training steps, then one measured step, so an unmeasured step costs what the bare
 algorithm step costs (see :mod:`~etp_viz.live.frame_step`). ``'auto'`` frame lengths and
-measuring intervals follow the measured step time (see :mod:`~etp_viz.live.pacer`).
+measuring intervals follow the measured step time (see :class:`~etp_viz.live.runner.Pacer`).
 
 The frame and the fidelity meter read small typed contexts (:meth:`Session.frame_context`,
 :meth:`Session.meter_context`), not the session; step / run / pause / reset are
@@ -70,16 +70,16 @@ from .frame_step import (
     restore_states,
     snapshot_states,
 )
-from .history import History, final_loss_text, load_history, task_levels
-from .pacer import FRAME_SECONDS, Pacer, frame_option
+from .history import History, load_history, summary_text, task_levels
 from .probe import Probe
 from .recorder import Recorder
-from .runner import Runner
+from .runner import FRAME_SECONDS, Pacer, Runner, frame_option
 from .sources import (
     DataSource,
     UserCodeError,
     apply_recipe,
     build_algorithm,
+    check_options,
     optimizer_from_options,
     resolve_loss,
 )
@@ -105,15 +105,6 @@ SESSION_OPTIONS: dict[str, Any] = {
     "bptt_window": None,
     "episode_reset": None,
 }
-
-
-def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> None:
-    """Reject unknown keywords, listing the valid ones (shared with ``show``)."""
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise TypeError(
-            f"{where}() got unknown option(s) {unknown}. Valid options: {sorted(valid)}."
-        )
 
 
 class Session(Runner[History]):
@@ -595,25 +586,9 @@ class Session(Runner[History]):
     load_history = staticmethod(load_history)
 
     def summary(self) -> str:
-        """A few lines: steps, final loss (an episode average), failure, last fidelity."""
-        lines = [f"{self.history.meta['algorithm']} on {self.history.meta['task']}: "]
-        lines[0] += f"{self.history.num_steps} steps"
-        if self.history.num_steps:
-            lines.append(final_loss_text(self.history))
-        if self.history.fidelity:
-            last = self.history.fidelity[-1]
-            if last["cosine"] is None:
-                lines.append(f"fidelity at step {last['step']}: no gradient in the window")
-            else:
-                lines.append(
-                    f"fidelity at step {last['step']}: cosine {last['cosine']:.3f}, "
-                    f"relative error {last['rel_error']:.3f}"
-                )
-        if self.history.failure:
-            lines.append(self.history.failure["message"])
-        if self.error:
-            lines.append(self.error)
-        return "\n".join(lines)
+        """A few lines: steps, final loss (an episode average), failure, last fidelity
+        (:func:`~etp_viz.live.history.summary_text`)."""
+        return summary_text(self.history, self.error)
 
     def __repr__(self) -> str:
         state = "running" if self.running else ("halted" if self.halted else "paused")

@@ -24,7 +24,9 @@ __all__ = [
     "algorithm_name",
     "apply_recipe",
     "build_algorithm",
+    "check_options",
     "build_optimizer",
+    "optimizer_name",
     "optimizer_from_options",
     "live_algorithm_name",
     "resolve_loss",
@@ -34,7 +36,8 @@ __all__ = [
 #: without a run) states from the compiled graph alone: the ETP learners.
 ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl", "eprop")
 #: Every name a live session (and compare mode) builds (the registry's names; ``"snap<n>"``
-#: for any n >= 1; ``"bptt"`` is truncated BPTT over ``bptt_window`` steps).
+#: for any n >= 1; ``"bptt"`` is BPTT over each whole episode (the exact reference), ``"tbptt"``
+#: truncated BPTT over ``bptt_window`` steps).
 LIVE_ALGORITHMS = learner_names()
 
 
@@ -206,8 +209,10 @@ def apply_recipe(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with every :data:`RECIPE_OPTIONS` key left at ``None`` taken from the task's
     :meth:`~etp_viz.tasks.Task.recipe` (no task or no recipe: SGD, 1e-2, per step, window 20).
 
-    A learning rate is only taken from the recipe when the optimizer is the recipe's (the
-    user's ``optimizer="sgd"`` on an Adam recipe gets SGD's default 1e-2, not Adam's rate).
+    An option the user names replaces that option only: ``optimizer="sgd"`` on an Adam 3e-3
+    recipe is SGD at 3e-3, ``optimizer="adam"`` on it changes nothing. An optimizer name is
+    folded to optax's spelling (``"Adam"`` → ``"adam"``). An optax transformation carries its
+    own learning rate, so ``learning_rate`` does not apply to it (giving both is an error).
 
     >>> apply_recipe({"optimizer": None, "learning_rate": None, "update": None,
     ...               "bptt_window": None, "task": None})["optimizer"]
@@ -218,9 +223,18 @@ def apply_recipe(options: dict[str, Any]) -> dict[str, Any]:
     defaults = dict(RECIPE_OPTIONS)
     if recipe is not None:
         defaults = {key: getattr(recipe, key) for key in RECIPE_OPTIONS}
-        if options.get("optimizer") not in (None, recipe.optimizer):
-            defaults["learning_rate"] = RECIPE_OPTIONS["learning_rate"]
+    optimizer = options.get("optimizer")
+    if optimizer is not None and not isinstance(optimizer, str):
+        if options.get("learning_rate") is not None:
+            raise ValueError(
+                f"learning_rate={options['learning_rate']!r} applies to an optimizer given by "
+                "name; the optax transformation given as `optimizer` has its own. Give one: "
+                "optimizer=optax.adam(1e-3), or optimizer='adam', learning_rate=1e-3."
+            )
+        defaults["learning_rate"] = None
     resolved = dict(options)
+    if isinstance(optimizer, str):
+        resolved["optimizer"] = optimizer_name(optimizer)
     for key, value in defaults.items():
         if resolved.get(key) is None:
             resolved[key] = value
@@ -233,8 +247,29 @@ def apply_recipe(options: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
+def optimizer_name(name: str) -> str:
+    """optax's spelling of an optimizer name (case folded: ``'Adam'`` → ``'adam'``); an
+    unknown one is a ValueError.
+
+    >>> optimizer_name("AdamW")
+    'adamw'
+    """
+    import optax
+
+    for candidate in (name, name.strip().lower()):
+        if callable(getattr(optax, candidate, None)) and not candidate.startswith("_"):
+            return candidate
+    raise ValueError(
+        f"optax has no optimizer {name!r}; give an optax name (e.g. 'sgd', 'adam', 'adamw', "
+        "'rmsprop') or an optax transformation (optimizer=optax.adam(1e-3))."
+    )
+
+
 def build_optimizer(
-    optimizer: Any, learning_rate: float, update: str = "step", episode_steps: int | None = None
+    optimizer: Any,
+    learning_rate: float | None,
+    update: str = "step",
+    episode_steps: int | None = None,
 ) -> Any:
     """An optax ``GradientTransformation``: the user's, or one by name (``'sgd'``, ``'adam'``;
     None: ``optax.sgd``).
@@ -251,10 +286,7 @@ def build_optimizer(
     if optimizer is None:
         transform = optax.sgd(learning_rate)
     elif isinstance(optimizer, str):
-        factory = getattr(optax, optimizer, None)
-        if factory is None:
-            raise ValueError(f"optax has no optimizer {optimizer!r}; e.g. 'sgd', 'adam'.")
-        transform = factory(learning_rate)
+        transform = getattr(optax, optimizer_name(optimizer))(learning_rate)
     elif hasattr(optimizer, "init") and hasattr(optimizer, "update"):
         transform = optimizer
     else:
@@ -302,18 +334,23 @@ def live_algorithm_name(algorithm: str) -> str:
     ValueError naming the valid ones.
 
     >>> live_algorithm_name("SnAp-3"), live_algorithm_name("TBPTT")
-    ('snap3', 'bptt')
+    ('snap3', 'tbptt')
     """
     return canonical_name(algorithm)
 
 
 def build_algorithm(
-    model: Any, algorithm: Any, decay: Any, mesh: Any = None, window: int = 20
+    model: Any,
+    algorithm: Any,
+    decay: Any,
+    mesh: Any = None,
+    window: int = 20,
+    episode: int | None = None,
 ) -> Any:
     """A learner from a live name (:data:`LIVE_ALGORITHMS`: ``'d_rtrl'`` → ``D_RTRL(model)``,
     ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``, ``'snap2'`` → ``SnAp(model, n=2)``,
-    ``'bptt'`` → ``TruncatedBPTT(model, window)``, ...; ``mesh`` for the ETP learners); an
-    instance is used as is."""
+    ``'bptt'`` → ``BPTT(model, episode)``, ``'tbptt'`` → ``TruncatedBPTT(model, window)``, ...;
+    ``mesh`` for the ETP learners); an instance is used as is."""
     if not isinstance(algorithm, str):
         if mesh is not None and getattr(algorithm, "mesh", None) is not mesh:
             raise ValueError(
@@ -329,4 +366,13 @@ def build_algorithm(
                 f"{missing or ['__call__']}."
             )
         return algorithm
-    return build_learner(model, algorithm, decay=decay, mesh=mesh, window=window)
+    return build_learner(model, algorithm, decay=decay, mesh=mesh, window=window, episode=episode)
+
+
+def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> None:
+    """Reject unknown keywords, listing the valid ones (shared with ``show``)."""
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise TypeError(
+            f"{where}() got unknown option(s) {unknown}. Valid options: {sorted(valid)}."
+        )

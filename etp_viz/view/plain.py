@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["plain_drop", "weight_summary"]
+__all__ = ["dropped_terms", "plain_drop", "weight_summary"]
 
 _CODES = (
     (re.compile(r"\s*\((?:[\w.]+), equation \d+\)"), ""),  # "rnn.W.weight (etp_mv, equation 4)"
@@ -193,4 +194,31 @@ def owners(weights: Sequence[object]) -> Mapping[str, str]:
         for node_id in getattr(w, "node_ids", ()):
             if not node_id.startswith("p:"):
                 out.setdefault(node_id, w.path)  # type: ignore[attr-defined]
+    return out
+
+
+def dropped_terms(weights: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per learner, the weights it does not learn exactly and why, in plain words, from the
+    view model's weights (``weights[i]["claims"]``: compare mode, one per learner; else the
+    one learner's ``claim`` / ``claim_reason``, keyed ``""``):
+    ``{learner: [{"weight", "claim", "terms": [plain sentences]}]}``."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for weight in weights:
+        claims = weight.get("claims")
+        if claims is None and weight.get("claim"):
+            claims = [
+                {"algorithm": "", "claim": weight["claim"], "reason": weight.get("claim_reason")}
+            ]
+        for claim in claims or []:
+            kind = claim.get("claim")
+            if kind not in ("approximate", "none"):
+                continue
+            reason = str(claim.get("reason") or "")
+            parts = [p for p in reason.split("; ") if p.strip().startswith("drops")]
+            if kind == "approximate":
+                terms = [plain_drop(p) for p in parts] or [reason or "approximate"]
+            else:
+                terms = [str(weight.get("summary") or "not learned online")]
+            entry = {"weight": weight.get("path", ""), "claim": kind, "terms": terms}
+            out.setdefault(str(claim.get("algorithm", "")), []).append(entry)
     return out

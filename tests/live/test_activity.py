@@ -37,9 +37,14 @@ def _frozen_session(task, model, algorithm="d_rtrl", **options):
 
 
 def _explicit_loop(task, model, steps):
-    """Outputs, membrane potentials and spikes of ``model`` stepped one step at a time."""
+    """Outputs, membrane potentials and spikes of ``model`` stepped one step at a time, its
+    states put back at each episode start (as a session does on an episodic task)."""
+    initial = {path: s.value for path, s in brainstate.graph.states(model).items()}
     outputs, potentials, spikes = [], [], []
     for t in range(steps):
+        if t % task.n_steps == 0:
+            for path, state in brainstate.graph.states(model).items():
+                state.value = initial[path]
         x, _ = task.step_data(t)
         outputs.append(np.asarray(model(x)))
         potentials.append(np.asarray(model.rnn.V.value))

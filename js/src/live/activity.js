@@ -203,16 +203,43 @@ export function drawReadout(canvas, output, target, classes) {
   frame(ctx, box, output.steps || [], classes ? "probability" : "output");
 }
 
-/** Rows of the synapse view: trace, learning signal, gradient. */
+/** Strips of the synapse view: trace, learning signal, and their product beside the gradient. */
 export const SYNAPSE_ROWS = [
-  { label: "trace ε", colour: "#2ca02c" },
-  { label: "signal L", colour: "#d62728" },
-  { label: "grad g", colour: "#1f77b4" },
+  { label: "trace ε", unit: "∂h/∂w", colour: "#2ca02c" },
+  { label: "signal L", unit: "∂loss/∂h", colour: "#d62728" },
+  { label: "L · ε", unit: "∂loss/∂w", colour: "#1f77b4" },
 ];
 
 /**
- * One synapse over the episode: its eligibility trace, its neuron's learning signal and the
- * online gradient (their product), each on its own strip and scale.
+ * The three strips of one synapse over the episode (`[T, 3, K]` rows: trace ε, signal L,
+ * recorded gradient g; unit `u`): ε, L and their product L·ε computed here, with g (the online
+ * gradient the optimizer received: the batch's, so it can differ from batch element 0's L·ε).
+ * @param {Float32Array} data @param {number} rows @param {number} k @param {number} u
+ */
+export function synapseStrips(data, rows, k, u) {
+  const trace = new Float32Array(rows), signal = new Float32Array(rows), product = new Float32Array(rows), grad = new Float32Array(rows);
+  for (let t = 0; t < rows; t++) {
+    trace[t] = data[(t * 3) * k + u];
+    signal[t] = data[(t * 3 + 1) * k + u];
+    grad[t] = data[(t * 3 + 2) * k + u];
+    product[t] = trace[t] * signal[t];
+  }
+  return { trace, signal, product, grad };
+}
+
+/** `[min, max]` of a strip's values with 0 inside (a strip is read against its zero line). */
+function stripRange(/** @type {ArrayLike<number>[]} */ values) {
+  let min = 0, max = 0;
+  for (const v of values) { const e = extent(v); if (Number.isFinite(e.min)) { min = Math.min(min, e.min); max = Math.max(max, e.max); } }
+  if (!(max > min)) { min -= 1; max += 1; }
+  return [min, max];
+}
+
+/**
+ * One synapse over the episode: its eligibility trace ε, its neuron's learning signal L and
+ * their product L·ε, the synapse's update direction in the gradient's units, drawn on ONE
+ * scale with the recorded online gradient g (dashed), so "trace × signal = update" can be
+ * read off. Each strip prints its scale and units.
  * @param {HTMLCanvasElement} canvas
  * @param {{data: Float32Array, shape: number[], steps?: number[]} | undefined} synapse  `[T, 3, K]`
  * @param {number} unit
@@ -228,24 +255,27 @@ export function drawSynapse(canvas, synapse, unit) {
   }
   const [rows, , k] = synapse.shape;
   const u = Math.min(Math.max(unit, 0), k - 1);
+  const { trace, signal, product, grad } = synapseStrips(synapse.data, rows, k, u);
   const strip = box.h / 3;
+  const strips = [[trace], [signal], [product, grad]];
   SYNAPSE_ROWS.forEach((row, r) => {
-    const values = new Float32Array(rows);
-    for (let t = 0; t < rows; t++) values[t] = synapse.data[(t * 3 + r) * k + u];
-    let { min, max } = extent(values);
-    if (!Number.isFinite(min)) { min = 0; max = 1; }
-    min = Math.min(min, 0); max = Math.max(max, 0);
-    if (!(max > min)) { min -= 1; max += 1; }
+    const [min, max] = stripRange(strips[r]);
     const top = box.y + r * strip + 2, h = strip - 4;
     const zero = top + h - ((0 - min) / (max - min)) * h;
     ctx.strokeStyle = "#ddd"; ctx.lineWidth = 1;
     ctx.beginPath(); ctx.moveTo(box.x, zero); ctx.lineTo(box.x + box.w, zero); ctx.stroke();
     ctx.strokeStyle = row.colour; ctx.lineWidth = 1.8;
-    polyline(ctx, box, values, top, h, min, max);
+    polyline(ctx, box, strips[r][0], top, h, min, max);
+    if (r === 2) { // the recorded gradient on the same scale
+      ctx.setLineDash([4, 3]); ctx.strokeStyle = "#555"; ctx.lineWidth = 1.2;
+      polyline(ctx, box, grad, top, h, min, max);
+      ctx.setLineDash([]);
+    }
     ctx.fillStyle = row.colour; ctx.textAlign = "right"; ctx.textBaseline = "middle";
     ctx.fillText(row.label, box.x - 3, top + h / 2);
     ctx.fillStyle = "#777"; ctx.textAlign = "left"; ctx.textBaseline = "top";
-    ctx.fillText(`±${formatNumber(Math.max(Math.abs(min), Math.abs(max)))}`, box.x + 2, top);
+    const note = r === 2 ? "   - - g, the online gradient (whole batch)" : "";
+    ctx.fillText(`±${formatNumber(Math.max(Math.abs(min), Math.abs(max)))} ${row.unit}${note}`, box.x + 2, top);
   });
   ctx.strokeStyle = "#bbb"; ctx.lineWidth = 1;
   ctx.strokeRect(box.x + 0.5, box.y + 0.5, box.w, box.h);

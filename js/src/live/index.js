@@ -18,16 +18,21 @@
  */
 import { h } from "../dom.js";
 import { LINE_COLOURS } from "./colormap.js";
-import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, drawConstant, formatNumber } from "./plots.js";
+import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, drawConstant, formatNumber, drawOverview, overviewSeries, bucketRows } from "./plots.js";
 import { drawLayer, drawReadout, drawSynapse, mostActiveUnit } from "./activity.js";
-import { windowMean, windowMeanRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory } from "./series.js";
-import { colourGraph } from "./graph-colour.js";
+import { windowMean, windowMeanRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory, stepValues } from "./series.js";
+import { colourGraph, grownMax } from "./graph-colour.js";
+import { renderLesson, compilingText } from "./lesson.js";
 import { LIVE_CSS } from "./style.js";
 
 /** @typedef {import("../types.js").LivePanelSpec} LivePanelSpec */
 /** @typedef {import("./series.js").Series} Series */
 
 const WIDTH = 360, HEIGHT = 170;
+/** The recent-window strip under a whole-run loss / accuracy panel. */
+const DETAIL_HEIGHT = 80;
+/** Panels that show the whole run (downsampled in Python) with the recent window below. */
+const WHOLE_RUN = new Set(["loss", "accuracy"]);
 /** Activity panels (raster, readout, synapse) are wider and taller: a whole episode. */
 const ACTIVITY_WIDTH = 440, ACTIVITY_HEIGHT = 220;
 /**
@@ -100,6 +105,14 @@ export class LivePanels {
     /** @type {Set<string> | null} series not drawn (unticked in "record"); null: all */
     this.hiddenSeries = null;
     this.settings = { smoothing: 1, lossLog: false, traceLog: true, trim: 0.01 };
+    /** @type {Map<string, {data: Float32Array, shape: number[], width: number}>} whole-run overviews (`overview/<panel>`) */
+    this.overviews = new Map();
+    /** @type {Map<string, any>} y ranges that only grow, per panel (reset with the run) */
+    this.ranges = new Map();
+    /** the top of the graph's trace colour scale: the largest ‖ε‖ of the run so far */
+    this.traceMax = 0;
+    /** @type {any} the compile ticker (elapsed seconds in the status line and empty panels) */
+    this.compileTimer = null;
     /** @type {number | null} the unit whose synapse the activity view shows (null: most active) */
     this.synapseUnit = null;
     this.history = this.model ? this.model.get("live_history") || null : null;
@@ -132,6 +145,7 @@ export class LivePanels {
       step: button("Step", "step", "one online step", () => this.send("live_step", { n: 1 })),
       run: button("Run", "run", "run until paused (frames of `steps per frame` steps)", () => this.send("live_run", { n_steps: null })),
       pause: button("Pause", "pause", "pause before the next step", () => this.send("live_pause")),
+      continue: button("Continue ▸", "continue", "the lesson ended at its step budget: run past it, until paused", () => this.send("live_run", { n_steps: null, past_budget: true })),
       reset: button("Reset", "reset", "restore the initial weights, states and traces; clear the history", () => this.send("live_reset")),
       verify: button("Verify", "verify", "measure each weight's online gradient against BPTT on the last steps of the data, beside its claim", () => this.send("live_verify", { steps: 32 })),
     };
@@ -152,14 +166,16 @@ export class LivePanels {
     this.noteEl = h("span", { class: "etp-live-note", "data-live-note": "", hidden: !this.isStatic },
       "Recorded run (saved page, no kernel): controls are disabled.");
     this.legendCanvas = /** @type {HTMLCanvasElement} */ (h("canvas", { width: 120, height: 22, "data-live-legend": "" }));
-    this.legendEl = h("span", { class: "etp-live-legend", hidden: true, title: "graph nodes: each relation's ETP equation coloured by its current trace magnitude (log scale)" },
+    this.legendEl = h("span", { class: "etp-live-legend", hidden: true, title: "graph nodes: each relation's ETP equation coloured by its current trace magnitude, on a scale from 0 to the largest magnitude of the run so far (fixed: a colour means the same value in every frame)" },
       "‖ε‖ on graph", this.legendCanvas);
-    this.controls = h("div", { class: "etp-live-controls" }, this.buttons.step, this.buttons.run, this.buttons.pause, this.buttons.reset, this.buttons.verify,
+    this.buttons.continue.hidden = true;
+    this.lessonEl = h("div", { class: "etp-live-lesson", "data-live-lesson": "", hidden: true });
+    this.controls = h("div", { class: "etp-live-controls" }, this.buttons.step, this.buttons.run, this.buttons.continue, this.buttons.pause, this.buttons.reset, this.buttons.verify,
       h("label", { title: "steps between two UI frames" }, "steps/frame", this.framesInput), this.decayLabel, this.recordBox,
       this.trimSelect, this.legendEl, this.statusEl, this.noteEl);
     this.errorEl = h("div", { class: "etp-live-error", role: "alert", "data-live-error": "", hidden: true });
     this.grid = h("div", { class: "etp-live-grid" });
-    this.container.replaceChildren(h("style", {}, LIVE_CSS), this.controls, this.errorEl, this.compareTable, this.grid);
+    this.container.replaceChildren(h("style", {}, LIVE_CSS), this.controls, this.errorEl, this.lessonEl, this.compareTable, this.grid);
     if (this.isStatic) for (const el of this.controls.querySelectorAll("button, input, select")) {
       if (el !== this.trimSelect) /** @type {HTMLInputElement} */ (el).disabled = true;
     }
@@ -180,9 +196,11 @@ export class LivePanels {
       const canvas = /** @type {HTMLCanvasElement} */ (h("canvas", { width: activity ? ACTIVITY_WIDTH : WIDTH, height: activity ? ACTIVITY_HEIGHT : HEIGHT, "data-live": id }));
       const caption = h("div", { class: "etp-live-caption", "data-live-caption": id, hidden: true });
       const tooltip = /** @type {any} */ (spec).tooltip || "";
-      const box = h("div", { class: "etp-live-panel", "data-live-panel": id, title: tooltip }, this.panelHead(id, title), canvas, caption);
+      const detail = WHOLE_RUN.has(id) ? /** @type {HTMLCanvasElement} */ (h("canvas", { width: WIDTH, height: DETAIL_HEIGHT, "data-live-detail": id,
+        title: "the recent steps in detail (the shaded part of the whole run above)" })) : null;
+      const box = h("div", { class: "etp-live-panel", "data-live-panel": id, title: tooltip }, this.panelHead(id, title), canvas, ...(detail ? [detail] : []), caption);
       if (id === "activity/layer") canvas.addEventListener("click", (event) => this.pickUnit(canvas, event));
-      this.panels.set(id, { canvas, box, caption });
+      this.panels.set(id, { canvas, box, caption, detail });
       boxes.push(box);
     }
     this.grid.replaceChildren(...boxes);
@@ -195,6 +213,7 @@ export class LivePanels {
     if (this.isStatic) {
       this.series = this.history && this.history.compare
         ? compareSeriesFromHistory(this.history, this.specs) : seriesFromHistory(this.history, this.specs);
+      this.overviews = staticOverviews(this.history, this.specs);
     }
     this.onStatus(this.status);
     this.redrawAll();
@@ -254,6 +273,12 @@ export class LivePanels {
    *   row; heatmaps: `steps`, the global step of each measured row)
    */
   update(name, data, shape, meta = {}) {
+    const whole = /** @type {any} */ (meta).overview;
+    if (typeof whole === "string") { // the whole run of a panel, downsampled (History.overview)
+      this.overviews.set(whole, { data, shape: shape || [0, 4], width: Number(/** @type {any} */ (meta).width) || 1 });
+      this.redraw(whole);
+      return;
+    }
     const spec = this.specs.find((s) => s.name === name);
     if (!spec) throw new Error(`live data for unknown panel '${name}'`);
     this.series.set(name, { data, shape: shape || [data.length], lastStep: meta.step ?? -1, steps: Array.isArray(meta.steps) ? meta.steps : undefined });
@@ -266,12 +291,26 @@ export class LivePanels {
     this.colourGraph();
   }
 
+  /** True when a panel has something to draw (a series of it arrived). */
+  hasData(/** @type {string} */ id) {
+    for (const spec of this.specs) if (panelOf(spec) === id && this.series.has(spec.name)) return true;
+    return this.overviews.has(id);
+  }
+
   /** Draw one panel from the current series. */
   redraw(/** @type {string} */ id) {
     const panel = this.panels.get(id);
     if (!panel) return;
     const { canvas } = panel;
     const marker = this.failureStep;
+    const compiling = compilingText(this.status.compiling, this.compileStarted);
+    if (compiling && !this.hasData(id)) { // before the first frame: say what is happening
+      drawWaiting(canvas, compiling);
+      if (panel.detail) drawWaiting(panel.detail, "");
+      canvas.dataset.compiling = "true";
+      return;
+    }
+    delete canvas.dataset.compiling;
     if (id === "traces") {
       const names = this.specs.filter((s) => panelOf(s) === "traces" && !(this.hiddenSeries && this.hiddenSeries.has(s.name))).map((s) => s.name);
       const labelOf = (/** @type {string} */ n) => {
@@ -295,12 +334,18 @@ export class LivePanels {
     const logY = id === "loss" && this.settings.lossLog;
     panel.caption.hidden = true;
     panel.box.removeAttribute("data-constant");
+    const overview = panel.detail ? this.overviews.get(id) : undefined;
+    // with the whole run drawn above, the recent window goes to the detail strip below it
+    const recent = overview && panel.detail ? panel.detail : canvas;
+    if (panel.detail) panel.detail.hidden = !overview;
+    if (overview) this.drawWholeRun(canvas, spec, overview, smoothing, logY, chance, series);
+    const floor = id === "loss" && !logY ? { yMin: 0 } : {}; // a loss axis starts at 0
     if (spec.kind === "compare") {
       const data = series ? (smoothing ? windowMeanRows(series.data, series.shape, smoothing) : series.data) : new Float32Array(0);
       const raw = series && smoothing ? series.data : undefined;
-      const drawn = drawCompare(canvas, data, series ? series.shape : [0, 0, 2], spec.labels || [],
-        { colours: LINE_COLOURS, logY, raw, chance, ...titles });
-      canvas.dataset.lines = String(drawn ? drawn.lines : 0);
+      const drawn = drawCompare(recent, data, series ? series.shape : [0, 0, 2], spec.labels || [],
+        { colours: LINE_COLOURS, logY, raw, chance, ...floor, ...(recent === canvas ? titles : {}) });
+      if (!overview) canvas.dataset.lines = String(drawn ? drawn.lines : 0);
     } else if (spec.kind === "heatmap") {
       const value = series && series.data.length ? constantValue(series.data) : null;
       if (value != null) { this.drawConstantPanel(panel, spec, value, series); return; }
@@ -314,11 +359,34 @@ export class LivePanels {
       const label = spec.smooth && lastFinite !== undefined ? `${smoothing ? `mean of ${smoothing} steps ` : "last "}${formatNumber(lastFinite)}` : undefined;
       const lines = [{ values, colour: "#1f77b4", label, width: 2.2 }];
       if (smoothing) lines.unshift({ values: raw, colour: "#1f77b4", label: undefined, width: 1, alpha: 0.22, scale: false, dots: spec.masked });
-      const range = id === "accuracy" ? { yMin: 0, yMax: 1 } : {};
-      drawLines(canvas, lines, { logY, lastStep, marker, chance, ...range, ...titles });
+      const range = id === "accuracy" ? { yMin: 0, yMax: 1 } : floor;
+      drawLines(recent, lines, { logY, lastStep, marker, chance, ...range, ...(recent === canvas ? titles : {}) });
       canvas.dataset.smoothed = String(smoothing);
       if (chance !== undefined) canvas.dataset.chance = String(chance);
     }
+  }
+
+  /**
+   * The whole run of a loss / accuracy panel (`overview/<id>`: per bucket the first step,
+   * mean, min, max): min/max band and smoothed mean, from step 0, on a y range that only
+   * grows; the recent window is shaded (it is drawn in detail below).
+   * @param {HTMLCanvasElement} canvas @param {any} spec
+   * @param {{data: Float32Array, shape: number[], width: number}} overview
+   * @param {number} smoothing @param {boolean} logY @param {number | undefined} chance @param {Series | undefined} recent
+   */
+  drawWholeRun(canvas, spec, overview, smoothing, logY, chance, recent) {
+    const colours = spec.kind === "compare" ? LINE_COLOURS : ["#1f77b4"];
+    const series = overviewSeries(overview.data, overview.shape, colours, spec.kind === "compare" ? spec.labels : undefined);
+    const key = `${spec.name}:${logY}`;
+    if (!this.ranges.has(key)) this.ranges.set(key, { min: Infinity, max: -Infinity });
+    const accuracy = spec.name === "accuracy" ? { yMin: 0, yMax: 1 } : {};
+    let detail = null;
+    if (recent && recent.shape.length === 1 && recent.lastStep >= 0) detail = recent.lastStep - recent.shape[0] + 1;
+    if (recent && recent.shape.length === 3) detail = firstStepOf(recent);
+    const drawn = drawOverview(canvas, series, { width: overview.width, smoothSteps: smoothing, logY, chance, grow: this.ranges.get(key),
+      detail, xTitle: `step (whole run${overview.width > 1 ? `, ${overview.width} steps a point` : ""})`, yTitle: spec.y_label, ...accuracy });
+    canvas.dataset.lines = String(drawn ? series.filter((s) => s.count > 0).length : 0);
+    canvas.dataset.overview = "true";
   }
 
   /**
@@ -357,7 +425,7 @@ export class LivePanels {
       const title = panel.box.querySelector("[data-live-title]");
       if (spec && title) {
         const picked = this.synapseUnit == null ? (spikes ? "most active unit" : "largest gradient") : "clicked";
-        title.textContent = `synapse ${spec.weight}[${spec.input}, ${unit}] (input ${spec.input} → unit ${unit}, ${picked}): trace ε, learning signal L, gradient g`;
+        title.textContent = `synapse ${spec.weight}[${spec.input}, ${unit}] (input ${spec.input} → unit ${unit}, ${picked}): trace ε × learning signal L = update L·ε (beside the gradient g)`;
       }
       panel.canvas.dataset.unit = String(unit);
     }
@@ -378,9 +446,17 @@ export class LivePanels {
 
   /** Colour the graph's relation nodes by current trace magnitude; update the legend. */
   colourGraph() {
-    const drawn = colourGraph(this.app, relationMagnitudes(this.visibleSeries()));
+    const magnitudes = relationMagnitudes(this.visibleSeries());
+    this.traceMax = grownMax(magnitudes, this.traceMax);
+    const drawn = colourGraph(this.app, magnitudes, this.traceMax);
     this.legendEl.hidden = !drawn;
-    if (drawn) drawRamp(this.legendCanvas, formatNumber(drawn.min), formatNumber(drawn.max));
+    if (drawn) drawRamp(this.legendCanvas, "0", formatNumber(drawn.max));
+    this.legendCanvas.dataset.max = String(this.traceMax);
+  }
+
+  /** The graph's trace colour range (formatted): 0 to the largest ‖ε‖ of the run so far. */
+  traceRange() {
+    return this.traceMax > 0 ? { min: "0", max: formatNumber(this.traceMax) } : null;
   }
 
   visibleSeries() {
@@ -401,6 +477,9 @@ export class LivePanels {
 
   clear() {
     this.series.clear();
+    this.overviews.clear();
+    this.ranges.clear();
+    this.traceMax = 0;
     this.failureStep = null;
     this.redrawAll();
     this.showError();
@@ -410,6 +489,9 @@ export class LivePanels {
   onStatus(/** @type {any} */ status) {
     if (typeof status.step === "number" && typeof this.status.step === "number" && status.step < this.status.step && status.step === 0) {
       this.series.clear();
+      this.overviews.clear();
+      this.ranges.clear();
+      this.traceMax = 0;
       this.failureStep = null;
       this.redrawAll();
     }
@@ -419,7 +501,14 @@ export class LivePanels {
     const algorithm = this.status.algorithm || meta.algorithm || "";
     const step = this.isStatic && !this.history.compare ? (this.history.steps || []).length : this.status.step ?? 0;
     const state = this.isStatic ? "recorded" : this.status.halted ? "halted" : this.status.running ? "running" : "paused";
-    this.statusEl.textContent = `step ${step} · ${algorithm} · device ${device} · ${state}`;
+    const budget = typeof this.status.budget === "number" ? ` of ${this.status.budget}` : "";
+    this.updateCompiling();
+    const compiling = compilingText(this.status.compiling, this.compileStarted);
+    this.statusEl.textContent = `step ${step}${budget} · ${algorithm} · device ${device} · ${compiling || state}`;
+    this.statusEl.dataset.compiling = compiling ? "true" : "false";
+    renderLesson(this.lessonEl, this.isStatic ? null : this.status.lesson, (/** @type {string} */ path) => {
+      if (this.app && typeof this.app.select === "function") this.app.select({ kind: "weight", id: path }, true);
+    });
     const decay = this.status.decay ?? (meta.algorithm === "es_d_rtrl" ? meta.decay : null);
     this.decayLabel.hidden = decay == null || Boolean(this.compareMode);
     this.renderCompare(Array.isArray(this.status.compare) ? this.status.compare : null);
@@ -432,8 +521,14 @@ export class LivePanels {
     }
     if (!this.isStatic) {
       const running = Boolean(this.status.running);
+      const ended = typeof this.status.budget === "number" && Number(this.status.step) >= this.status.budget;
       this.buttons.step.disabled = running || Boolean(this.status.halted);
-      this.buttons.run.disabled = running || Boolean(this.status.halted);
+      this.buttons.run.disabled = running || Boolean(this.status.halted) || ended;
+      this.buttons.run.title = typeof this.status.budget === "number"
+        ? (ended ? `the lesson ended at step ${this.status.budget} (the recipe's budget); Continue runs past it` : `run to the lesson's end (step ${this.status.budget}, the recipe's budget); Pause stops earlier`)
+        : "run until paused (frames of `steps per frame` steps)";
+      this.buttons.continue.hidden = !ended;
+      this.buttons.continue.disabled = running || Boolean(this.status.halted);
       this.buttons.pause.disabled = !running;
       this.buttons.verify.disabled = running;
     }
@@ -466,7 +561,23 @@ export class LivePanels {
     if (match) for (const id of ["loss", "traces"]) this.redraw(id);
   }
 
+  /** Start or stop the ticker that counts the seconds of a compilation. */
+  updateCompiling() {
+    const c = this.status.compiling;
+    const key = c ? `${c.label}/${c.index}/${c.total}` : "";
+    if (key !== this.compileKey) this.compileStarted = Date.now() - 1000 * Number((c && c.elapsed) || 0);
+    this.compileKey = key;
+    if (c && !this.compileTimer) {
+      this.compileTimer = setInterval(() => { this.onStatus(this.status); for (const id of this.panels.keys()) if (!this.hasData(id)) this.redraw(id); }, 1000);
+    } else if (!c && this.compileTimer) {
+      clearInterval(this.compileTimer);
+      this.compileTimer = null;
+      this.redrawAll();
+    }
+  }
+
   dispose() {
+    if (this.compileTimer) clearInterval(this.compileTimer);
     if (this.model) for (const [event, cb] of this.listeners) this.model.off(event, cb);
     if (this.app && this.app.el) this.app.el.removeEventListener("etp-rendered", this.onRendered);
   }
@@ -479,4 +590,52 @@ export function formatBytes(/** @type {number} */ n) {
   let value = Number(n), unit = 0;
   while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
   return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** First step of the recent window of a compare-mode `[k, m, 2]` series. */
+function firstStepOf(/** @type {Series} */ series) {
+  let first = Infinity;
+  const [k, m] = series.shape;
+  for (let i = 0; i < k * m; i++) { const step = series.data[i * 2]; if (Number.isFinite(step) && step < first) first = step; }
+  return Number.isFinite(first) ? first : null;
+}
+
+/** A panel that waits (compiling): its text in the middle. */
+function drawWaiting(/** @type {HTMLCanvasElement} */ canvas, /** @type {string} */ text) {
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return;
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.font = "13px sans-serif";
+  ctx.fillStyle = "#8a5a00";
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  ctx.fillText(text, canvas.width / 2, canvas.height / 2, canvas.width - 8);
+  ctx.textBaseline = "alphabetic";
+}
+
+/**
+ * The whole-run overviews of a saved page's recorded history (one run or compare mode's
+ * `{compare: {label: history}}`), computed here like the live pushes.
+ * @param {any} history @param {any[]} specs
+ */
+function staticOverviews(history, specs) {
+  /** @type {Map<string, {data: Float32Array, shape: number[], width: number}>} */
+  const out = new Map();
+  for (const spec of specs) {
+    if (!WHOLE_RUN.has(spec.name)) continue;
+    const runs = history && history.compare ? (spec.labels || []).map((/** @type {string} */ l) => history.compare[l] || {}) : [history];
+    const rows = runs.map((run) => {
+      const steps = (run && run.steps) || [];
+      return bucketRows(stepValues((run && run.metrics) || {}, spec.name), steps.length ? Number(steps[0]) : 0);
+    });
+    if (!rows.some((r) => r.count)) continue;
+    const width = Math.max(...rows.map((r) => r.width));
+    if (!history.compare) { out.set(spec.name, { data: rows[0].rows, shape: [rows[0].count, 4], width }); continue; }
+    // runs of one comparison have the same length: one width
+    const m = Math.max(...rows.map((r) => r.count));
+    const data = new Float32Array(rows.length * m * 4).fill(NaN);
+    rows.forEach((r, i) => data.set(r.rows, i * m * 4));
+    out.set(spec.name, { data, shape: [rows.length, m, 4], width });
+  }
+  return out;
 }

@@ -5,7 +5,7 @@
  * trimmed by quantile). Plain 2D canvas: no dependency, cheap enough for 20 redraws a second.
  */
 import { diverging, css, sequential } from "./colormap.js";
-import { extent, symmetricRange } from "./series.js";
+import { extent, quantile, symmetricRange, windowMean } from "./series.js";
 
 const MARGIN = { left: 58, right: 8, top: 6, bottom: 30 };
 const AXIS = "#888";
@@ -206,12 +206,18 @@ export function drawHeatmap(canvas, data, shape, options = {}) {
   if (!kept.length || !units) { emptyMessage(ctx, box, rows ? "no measured step yet" : "no data yet"); return null; }
   const values = new Float32Array(kept.length * units);
   kept.forEach((t, k) => values.set(data.subarray(t * units, (t + 1) * units), k * units));
-  const range = symmetricRange(values, options.trim ?? 0.01);
+  // a quantity that is never negative (dh/dh of leaky units, ...) gets a sequential map from 0;
+  // a signed one a diverging map centred at 0
+  const nonNegative = extent(values).min >= 0;
+  const top = nonNegative ? quantile(values, 1 - (options.trim ?? 0.01)) : NaN;
+  const range = nonNegative ? (Number.isFinite(top) && top > 0 ? top : 1) : symmetricRange(values, options.trim ?? 0.01);
+  const colourOf = nonNegative ? (/** @type {number} */ v) => sequential(v / range) : (/** @type {number} */ v) => diverging(v / range);
+  canvas.dataset.colourMap = nonNegative ? "sequential" : "diverging";
   const columns = kept.length;
   const image = ctx.createImageData(columns, units);
   for (let k = 0; k < columns; k++) {
     for (let u = 0; u < units; u++) {
-      const rgb = diverging(values[k * units + u] / range);
+      const rgb = colourOf(values[k * units + u]);
       const p = (u * columns + k) * 4;
       image.data[p] = rgb[0]; image.data[p + 1] = rgb[1]; image.data[p + 2] = rgb[2]; image.data[p + 3] = 255;
     }
@@ -224,7 +230,8 @@ export function drawHeatmap(canvas, data, shape, options = {}) {
   ctx.drawImage(tile, box.x, box.y, box.w, box.h);
   const first = allSteps[kept[0]], last = allSteps[kept[columns - 1]];
   axes(ctx, box, ["0", `${units - 1}`], [`${first}`, `${last}`], `${columns} measured step${columns === 1 ? "" : "s"}`);
-  colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(diverging(1 - 2 * t)), [`+${formatNumber(range)}`, `−${formatNumber(range)}`]);
+  if (nonNegative) colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(sequential(1 - t)), [formatNumber(range), "0"]);
+  else colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(diverging(1 - 2 * t)), [`+${formatNumber(range)}`, `−${formatNumber(range)}`]);
   return range;
 }
 
@@ -416,4 +423,144 @@ export function drawConstant(canvas, headline, lines) {
   lines.forEach((line, i) => ctx.fillText(line, width / 2, height / 2 + 12 + 16 * i - 8 * (lines.length - 1), width - 8));
   ctx.textBaseline = "alphabetic";
   ctx.font = FONT;
+}
+
+/**
+ * The whole run of one or more series, downsampled in Python (`History.overview`): per bucket
+ * of `width` steps, rows of (first step, mean, min, max). Each series is drawn as its min/max
+ * band (faint) and its mean, smoothed over `smoothSteps` steps (a trailing mean over buckets).
+ * The x axis starts at the first bucket (step 0 of a run); the y range does not refit to
+ * noise: it is anchored at 0 (unless log-y) and only grows (`grow` keeps it across redraws),
+ * set by the smoothed means and the chance level (a band beyond it is clipped).
+ * @param {HTMLCanvasElement} canvas
+ * @param {{rows: Float32Array, count: number, colour: string, label?: string}[]} series  `rows`: `count` x 4
+ * @param {{width?: number, smoothSteps?: number, logY?: boolean, chance?: number, yMin?: number, yMax?: number,
+ *   grow?: {min: number, max: number}, lastStep?: number, detail?: number | null, xTitle?: string, yTitle?: string}} [options]
+ *   `detail`: the first step of the recent window (shaded; it is drawn in detail below)
+ * @returns {{min: number, max: number, first: number, last: number} | null}
+ */
+export function drawOverview(canvas, series, options = {}) {
+  const frame = begin(canvas, 8);
+  if (!frame) return null;
+  const { ctx, box } = frame;
+  axisTitles(ctx, box, options.xTitle, options.yTitle);
+  const logY = Boolean(options.logY);
+  const transform = (/** @type {number} */ v) => (logY ? (v > 0 ? Math.log10(v) : NaN) : v);
+  const width = Math.max(Number(options.width) || 1, 1);
+  const buckets = Math.max(1, Math.round((options.smoothSteps || 0) / width));
+  let first = Infinity, last = -Infinity, min = Infinity, max = -Infinity;
+  const drawn = series.map((s) => {
+    const steps = new Float64Array(s.count), lo = new Float32Array(s.count), hi = new Float32Array(s.count), mean = new Float32Array(s.count);
+    for (let i = 0; i < s.count; i++) {
+      steps[i] = s.rows[i * 4]; mean[i] = s.rows[i * 4 + 1]; lo[i] = transform(s.rows[i * 4 + 2]); hi[i] = transform(s.rows[i * 4 + 3]);
+    }
+    const smooth = Float32Array.from(windowMean(mean, buckets), transform);
+    for (let i = 0; i < s.count; i++) {
+      if (!Number.isFinite(steps[i])) continue;
+      first = Math.min(first, steps[i]); last = Math.max(last, steps[i] + width - 1);
+      if (Number.isFinite(smooth[i])) { min = Math.min(min, smooth[i]); max = Math.max(max, smooth[i]); }
+    }
+    return { ...s, steps, lo, hi, smooth };
+  });
+  if (!Number.isFinite(min)) {
+    emptyMessage(ctx, box, series.length && series[0].count ? (logY ? "no positive values (log-y)" : "no finite values yet") : "no data yet");
+    return null;
+  }
+  if (options.lastStep != null && options.lastStep > last) last = options.lastStep;
+  const chance = options.chance != null && Number.isFinite(transform(options.chance)) ? transform(options.chance) : null;
+  if (chance != null) { min = Math.min(min, chance); max = Math.max(max, chance); }
+  if (!logY && min > 0) min = 0; // a loss axis starts at 0: early noise looks as small as it is
+  if (options.yMin !== undefined) min = Math.min(min, transform(options.yMin));
+  if (options.yMax !== undefined) max = Math.max(max, transform(options.yMax));
+  const grow = options.grow;
+  if (grow && grow.logY === logY) { min = Math.min(min, grow.min); max = Math.max(max, grow.max); }
+  if (grow) Object.assign(grow, { min, max, logY });
+  let [y0, y1] = [min, max];
+  if (y1 - y0 < 1e-12) { y0 -= 0.5; y1 += 0.5; }
+  const pad = (y1 - y0) * 0.04;
+  y0 -= logY || min < 0 ? pad : 0; y1 += pad;
+  const xOf = (/** @type {number} */ step) => box.x + (last > first ? ((step - first) / (last - first)) * box.w : box.w / 2);
+  const yOf = (/** @type {number} */ v) => box.y + box.h - ((Math.min(Math.max(v, y0), y1) - y0) / (y1 - y0)) * box.h;
+  const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
+  if (options.detail != null && options.detail > first) {
+    ctx.fillStyle = "rgba(0, 0, 0, 0.05)";
+    ctx.fillRect(xOf(options.detail), box.y, box.x + box.w - xOf(options.detail), box.h);
+  }
+  axes(ctx, box, [label(max), label(min)], [String(first), String(last)], width > 1 ? `${width} steps per point` : "");
+  if (chance != null) chanceLine(ctx, box, yOf(chance), `chance ${label(chance)}`);
+  drawn.forEach((s, k) => {
+    ctx.fillStyle = s.colour;
+    ctx.globalAlpha = 0.16;
+    ctx.beginPath();
+    let open = false;
+    const close = (/** @type {number} */ from, /** @type {number} */ to) => {
+      for (let j = to; j >= from; j--) ctx.lineTo(xOf(s.steps[j] + width - 1), yOf(s.lo[j]));
+      ctx.closePath();
+    };
+    let start = 0;
+    for (let i = 0; i <= s.count; i++) {
+      const ok = i < s.count && Number.isFinite(s.lo[i]) && Number.isFinite(s.hi[i]) && Number.isFinite(s.steps[i]);
+      if (ok && !open) { ctx.moveTo(xOf(s.steps[i]), yOf(s.hi[i])); open = true; start = i; }
+      if (ok) ctx.lineTo(xOf(s.steps[i] + width - 1), yOf(s.hi[i]));
+      if (!ok && open) { close(start, i - 1); open = false; }
+    }
+    ctx.fill();
+    ctx.globalAlpha = 1;
+    ctx.strokeStyle = s.colour;
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    let pen = false;
+    for (let i = 0; i < s.count; i++) {
+      if (!Number.isFinite(s.smooth[i]) || !Number.isFinite(s.steps[i])) continue;
+      const x = xOf(s.steps[i]), y = yOf(s.smooth[i]);
+      if (pen) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+      pen = true;
+    }
+    ctx.stroke();
+    if (s.label) {
+      const lastValue = [...s.smooth].reverse().find(Number.isFinite);
+      ctx.textAlign = "right";
+      ctx.fillText(`${s.label}${lastValue !== undefined ? ` ${label(lastValue)}` : ""}`, box.x + box.w - 3, box.y + 12 + 12 * k);
+    }
+  });
+  canvas.dataset.firstStep = String(first);
+  canvas.dataset.lastStep = String(last);
+  canvas.dataset.yRange = `${label(min)} ${label(max)}`;
+  return { min, max, first, last };
+}
+
+/**
+ * Rows of a (k, m, 4) compare-mode overview, or an (m, 4) single one, as `drawOverview` series.
+ * @param {Float32Array} data @param {number[]} shape @param {string[]} colours @param {string[]} [labels]
+ */
+export function overviewSeries(data, shape, colours, labels) {
+  if (shape.length === 2) return [{ rows: data, count: shape[0], colour: colours[0] }];
+  const [k, m] = shape;
+  return Array.from({ length: k }, (_, i) => ({
+    rows: data.subarray(i * m * 4, (i + 1) * m * 4), count: m, colour: colours[i % colours.length], label: labels ? labels[i] : undefined,
+  }));
+}
+
+/**
+ * A whole-run overview computed on the page (a saved page's recorded history): bucket rows
+ * (first step, mean, min, max) of `values` (one per step from `firstStep`), `width` a power of
+ * two so that at most `most` buckets remain; like etp_viz.live.history.Overview.
+ * @param {ArrayLike<number>} values
+ * @returns {{rows: Float32Array, count: number, width: number}}
+ */
+export function bucketRows(values, firstStep = 0, most = 512) {
+  let width = 1;
+  while (Math.ceil(values.length / width) > most) width *= 2;
+  const count = Math.ceil(values.length / width);
+  const rows = new Float32Array(count * 4);
+  for (let b = 0; b < count; b++) {
+    let sum = 0, n = 0, lo = Infinity, hi = -Infinity;
+    for (let i = b * width; i < Math.min((b + 1) * width, values.length); i++) {
+      const v = values[i];
+      if (!Number.isFinite(v)) continue;
+      sum += v; n++; lo = Math.min(lo, v); hi = Math.max(hi, v);
+    }
+    rows.set([firstStep + b * width, n ? sum / n : NaN, n ? lo : NaN, n ? hi : NaN], b * 4);
+  }
+  return { rows, count, width };
 }

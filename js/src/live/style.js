@@ -29,5 +29,13 @@ export const LIVE_CSS = `
 .etp-live-caption[hidden] { display: none; }
 .etp-live-panel-head .etp-subtitle { font-size: 12px; font-weight: 600; max-width: 360px; }
 .etp-gap { border-left: 3px solid #e08a00; padding-left: 4px; margin: 3px 0; }
+.etp-live-lesson { border: 2px solid #2a7a2a; background: #f3faf3; border-radius: 4px; padding: 4px 8px; margin: 4px 0; }
+.etp-live-lesson[hidden] { display: none; }
+.etp-live-lesson .etp-lesson-head { font-weight: 600; margin-bottom: 2px; }
+.etp-live-lesson p { margin: 2px 0; }
+.etp-live-lesson ul { margin: 2px 0; padding-left: 18px; }
+.etp-lesson-weight { font: inherit; border: none; background: none; color: #1f5fa8; text-decoration: underline; cursor: pointer; padding: 0; }
+.etp-live-panel canvas[data-live-detail][hidden] { display: none; }
+.etp-live-panel canvas[data-live-detail] { display: block; border-top: 1px dashed #ddd; }
 .etp-live-record > div { position: absolute; z-index: 2; background: #fff; border: 1px solid #ccc; padding: 4px; max-height: 200px; overflow: auto; white-space: nowrap; }
 `;
