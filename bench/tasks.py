@@ -1,9 +1,20 @@
 """Each teaching task's lesson, measured: loss (and accuracy) vs steps and seconds per learner.
 
-    python bench/tasks.py                          # every task x learner, recipe defaults
+    python bench/tasks.py                          # every task x the learners it lists
     python bench/tasks.py --task delayed_recall --algorithms bptt d_rtrl --seeds 0 1 2
+    python bench/tasks.py --seeds 0 1 2 --check    # exit 1 if a run misses its target
     python bench/tasks.py --table bench/results/tasks-<date>.json
     python bench/tasks.py --merge a.json b.json --out bench/results/tasks-<date>.json
+
+The learners of a task are the ones it lists (``task.learners``: registry names, resolved by
+:func:`etp_viz.learn.registry.canonical_name`, so a renamed learner follows the registry);
+``--algorithms`` replaces them. Each run has a **target** (issue 28): a learner whose
+gradient the compiled graph claims exact on every weight of the task's model
+(``graph.verdicts(learner)``, e.g. BPTT over the episode, RTRL, D-RTRL on the leaky
+integrator's diagonal recurrence) must lower the labelled loss by at least
+``EXACT_DROP`` (first vs last 10 % of the steps) or reach ``EXACT_ACCURACY``; any other
+learner by ``ONLINE_DROP``; every run must finish its budget with finite values and within
+``SECONDS`` of wall clock (compile included).
 
 Per task and learner, one headless :class:`etp_viz.live.Session` built exactly as a user gets
 it: ``task = get_task(name, seed=seed)`` (the recipe's batch),
@@ -14,9 +25,10 @@ per frame). The loss of a step counts only where the step has a target (the reca
 decision steps of the classification tasks); "first" and "final" are its mean over the first
 and the last 10 % of the run's labelled steps, "drop" their relative change. A classification
 task's accuracy is measured after the run on ``EVAL_EPISODES`` fresh episodes with the
-trained network (chance beside it). Seconds: the wall-clock of the frames after the first
-(compile excluded), reported as steps/s; the machine is shared, so the step count to a
-target is the primary number and the seconds are that count over the measured steps/s.
+trained network (chance beside it). Seconds: ``wall_seconds`` is the whole run (building the
+session, compiling, every frame); ``steps_per_second`` the median frame after the first
+(compile excluded). The machine is shared (other processes inflate the wall clock; the
+load average is recorded), so the step count to a target is the primary number.
 RTRL runs only where its influence matrix is small (``RTRL_MAX_SIZE`` parameters x batch).
 The lesson task (delayed recall) runs BPTT and D-RTRL on three seeds.
 
@@ -26,6 +38,7 @@ Writes ``bench/results/tasks-<date>.json`` (machine, versions, date, seeds).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -45,8 +58,55 @@ CURVE_POINTS = 20
 RTRL_MAX_SIZE = 20_000
 #: the lesson task runs BPTT and D-RTRL on these seeds (its gap is a claim over seeds)
 LESSON = ("delayed_recall", ("bptt", "d_rtrl"), (0, 1, 2))
-ALGORITHMS = ("bptt", "rtrl", "d_rtrl", "es_d_rtrl", "eprop")
 TASK_NAMES = ("sine", "leaky_integrator", "delayed_recall", "evidence_accumulation")
+#: targets (issue 28): an exact learner's least loss drop or accuracy, any other's drop
+EXACT_DROP, EXACT_ACCURACY, ONLINE_DROP = 0.5, 0.9, 0.3
+#: the most wall-clock seconds a run may take on a 2-core CPU, compile included
+SECONDS = 60.0
+
+
+def task_learners(task) -> tuple[str, ...]:
+    """The learners ``task`` lists, by their registry names."""
+    from etp_viz.learn.registry import canonical_name
+
+    return tuple(dict.fromkeys(canonical_name(name) for name in task.learners))
+
+
+def claims_exact(session) -> bool | None:
+    """Whether the compiled graph claims the session's learner exact on every weight (None
+    when the learner states no claims)."""
+    from etp_viz.compiler import compile_etrace_graph
+
+    graph = getattr(session.algorithm, "graph", None)
+    try:
+        if graph is None:
+            graph = compile_etrace_graph(session.model, session.example_input)
+        verdicts = graph.verdicts(session.algorithm)
+    except Exception:  # noqa: BLE001 - a learner without claims: no exactness target
+        return None
+    return bool(verdicts) and all(v.claim == "exact" for v in verdicts.values())
+
+
+def target(row: dict) -> dict:
+    """The run's target and whether it is met: finite to the end of the budget, within
+    ``SECONDS``, and the exact / online loss drop (or, exact on a decision, the accuracy)."""
+    exact = bool(row["exact"])
+    drop, accuracy = row["drop"] or 0.0, row["accuracy"]
+    if exact:
+        learned = drop >= EXACT_DROP or (accuracy is not None and accuracy >= EXACT_ACCURACY)
+        wanted = f">= {100 * EXACT_DROP:.0f} % drop or >= {100 * EXACT_ACCURACY:.0f} % accuracy"
+    else:
+        learned = drop >= ONLINE_DROP
+        wanted = f">= {100 * ONLINE_DROP:.0f} % drop"
+    finished = not row["halted"] and row["steps"] >= row["budget"]
+    in_time = row["wall_seconds"] <= SECONDS
+    return {
+        "target": ("exact: " if exact else "online: ") + wanted,
+        "learned": bool(learned),
+        "finished": bool(finished),
+        "in_time": bool(in_time),
+        "met": bool(learned and finished and in_time),
+    }
 
 
 def labelled_steps(task, steps: int) -> np.ndarray:
@@ -59,7 +119,8 @@ def labelled_steps(task, steps: int) -> np.ndarray:
 
 
 def evaluate_accuracy(task, model, episodes: int = EVAL_EPISODES) -> float | None:
-    """Accuracy of the trained ``model`` on ``episodes`` fresh episodes (None: regression)."""
+    """Accuracy of the trained ``model`` on ``episodes`` fresh episodes (None: regression),
+    each started from the reset state on an episodic task (as the session trained it)."""
     if not task.is_classification:
         return None
     import brainstate
@@ -70,6 +131,8 @@ def evaluate_accuracy(task, model, episodes: int = EVAL_EPISODES) -> float | Non
 
     correct = labelled = 0
     for episode in range(episodes):
+        if getattr(task, "episodic", False):
+            brainstate.nn.reset_all_states(model, batch_size=task.batch_size)
         xs, ys = task.sample((task.seed, 10_000_000 + episode), task.batch_size)
         for t in range(task.n_steps):
             hits, count = task.accuracy(forward(xs[t]), ys[t])
@@ -100,7 +163,11 @@ def run(task_name: str, algorithm: str, seed: int = 0, steps: int | None = None,
 
     task_options = dict(options.pop("task_options", {}) or {})
     model_options = dict(options.pop("model_options", {}) or {})
+    recipe_changes = dict(options.pop("recipe", {}) or {})
+    started = time.perf_counter()
     task = etp_viz.tasks.get_task(task_name, seed=seed, **task_options)
+    if recipe_changes:
+        task = task.with_recipe(**recipe_changes)
     steps = int(steps or task.recipe().steps)
     steps -= steps % FRAME
     brainstate.random.seed(seed)
@@ -115,7 +182,6 @@ def run(task_name: str, algorithm: str, seed: int = 0, steps: int | None = None,
         **options,
     )
     frame_seconds = []
-    started = time.perf_counter()
     for _ in range(steps // FRAME):
         before = time.perf_counter()
         session.step(FRAME)
@@ -125,27 +191,37 @@ def run(task_name: str, algorithm: str, seed: int = 0, steps: int | None = None,
     wall = time.perf_counter() - started
     loss = np.asarray(session.history.loss, np.float64)
     mask = labelled_steps(task, len(loss))
-    return {
+    failure = session.history.failure
+    row = {
         "task": task_name,
         "algorithm": algorithm,
+        "learner": type(session.algorithm).__name__,
         "seed": seed,
+        "budget": steps,
         "steps": int(len(loss)),
+        "recipe": dataclasses.asdict(task.recipe()),
         "options": {k: session.options[k] for k in ("optimizer", "learning_rate", "update")}
         | {"bptt_window": session.options["bptt_window"], **options},
+        "episode_reset": getattr(session, "episodes", None) is not None,
         "task_options": task_options,
         "model_options": model_options,
         "batch_size": task.batch_size,
         "chance_loss": task.chance_loss,
         "chance_accuracy": task.chance_accuracy,
         "halted": bool(session.halted),
+        "failure": failure.get("message") if isinstance(failure, dict) else failure,
+        "nonfinite_loss_steps": int(np.sum(~np.isfinite(loss))),
+        "exact": claims_exact(session),
         "compile_seconds": frame_seconds[0] if frame_seconds else None,
         "steps_per_second": FRAME / float(np.median(frame_seconds[1:]))
         if len(frame_seconds) > 1
         else None,
         "wall_seconds": wall,
+        "load": os.getloadavg(),
         **summarize(loss, mask),
         "accuracy": evaluate_accuracy(task, model),
     }
+    return row | target(row)
 
 
 def summarize(loss: np.ndarray, mask: np.ndarray) -> dict:
@@ -166,11 +242,11 @@ def summarize(loss: np.ndarray, mask: np.ndarray) -> dict:
 
 
 def table(rows: list) -> str:
-    """A markdown table of the mean over seeds per task and learner."""
+    """A markdown table of the mean over seeds per task and learner, with the target."""
     lines = [
         "| task | learner | seeds | steps | loss first → final (chance) | change "
-        "| accuracy (chance) | steps/s | s for the run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| accuracy (chance) | target | met | steps/s | s (wall, compile incl.) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict = {}
     for r in rows:
@@ -187,10 +263,25 @@ def table(rows: list) -> str:
         )
         rates = [r["steps_per_second"] for r in runs if r["steps_per_second"]]
         rate = np.median(rates) if rates else float("nan")
+        met = sum(bool(r.get("met")) for r in runs)
+        misses = sorted(
+            {
+                why
+                for r in runs
+                for why, ok in (
+                    ("halted", r.get("finished", True)),
+                    ("slow", r.get("in_time", True)),
+                    ("learned too little", r.get("learned", True)),
+                )
+                if not ok
+            }
+        )
+        wall = max(r["wall_seconds"] for r in runs)
         lines.append(
             f"| {task} | {algorithm} | {len(runs)} | {runs[0]['steps']} "
             f"| {first:.3f} → {final:.3f} ({runs[0]['chance_loss']:.3f}) | {-100 * drop:+.0f} % "
-            f"| {acc} | {rate:.0f} | {runs[0]['steps'] / rate:.0f} |"
+            f"| {acc} | {runs[0].get('target', '')} | {met}/{len(runs)}"
+            f"{' (' + ', '.join(misses) + ')' if misses else ''} | {rate:.0f} | {wall:.0f} |"
         )
     return "\n".join(lines)
 
@@ -198,11 +289,10 @@ def table(rows: list) -> str:
 def lesson_table(rows: list) -> str:
     """The user guide's table: one row per task, one column per learner (mean over seeds):
     final loss (drop), and accuracy for a classification task."""
-    names = {"bptt": "BPTT", "rtrl": "RTRL", "d_rtrl": "D-RTRL", "es_d_rtrl": "ES-D-RTRL"}
-    names["eprop"] = "e-prop"
+    learners = list(dict.fromkeys(r["algorithm"] for r in rows))
     lines = [
-        "| task | chance | steps | " + " | ".join(names.values()) + " |",
-        "|---|---|---|" + "---|" * len(names),
+        "| task | chance | steps | " + " | ".join(learners) + " |",
+        "|---|---|---|" + "---|" * len(learners),
     ]
     for task in dict.fromkeys(r["task"] for r in rows):
         runs = [r for r in rows if r["task"] == task]
@@ -210,7 +300,7 @@ def lesson_table(rows: list) -> str:
         if runs[0]["chance_accuracy"] is not None:
             chance += f" / {100 * runs[0]['chance_accuracy']:.0f} %"
         cells = []
-        for algorithm in names:
+        for algorithm in learners:
             mine = [r for r in runs if r["algorithm"] == algorithm]
             if not mine:
                 cells.append("–")
@@ -220,6 +310,8 @@ def lesson_table(rows: list) -> str:
             cell = f"{final:.3f} ({100 * (final / first - 1):+.0f} %)"
             if mine[0]["accuracy"] is not None:
                 cell += f", {100 * np.mean([r['accuracy'] for r in mine]):.0f} %"
+            if not all(r.get("met", True) for r in mine):
+                cell += " ✗"
             cells.append(cell + (f" [{len(mine)} seeds]" if len(mine) > 1 else ""))
         lines.append(f"| {task} | {chance} | {runs[0]['steps']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -242,12 +334,27 @@ def machine() -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_changes(pairs: list[str]) -> dict:
+    """``["learning_rate=1e-3", "steps=4000"]`` -> ``{"learning_rate": 0.001, "steps": 4000}``."""
+    changes = {}
+    for pair in pairs:
+        key, _, text = pair.partition("=")
+        changes[key] = json.loads(text) if text not in ("", "None") else None
+    return changes
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", nargs="*", default=list(TASK_NAMES))
-    parser.add_argument("--algorithms", nargs="*", default=list(ALGORITHMS))
+    parser.add_argument(
+        "--algorithms", nargs="*", default=None, help="default: the learners each task lists"
+    )
     parser.add_argument("--seeds", nargs="*", type=int, default=[0])
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument(
+        "--recipe", nargs="*", default=[], help="recipe changes, e.g. learning_rate=1e-3"
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 if a run misses")
     parser.add_argument("--table", help="print the table of a results file and exit")
     parser.add_argument("--merge", nargs="*", help="join the rows of these results files")
     parser.add_argument("--out", default=None)
@@ -255,21 +362,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.table:
         rows = json.loads(Path(args.table).read_text())["rows"]
         print(table(rows), lesson_table(rows), sep="\n\n")
-        return
+        return 0
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
         record = {**parts[0], "rows": [row for part in parts for row in part["rows"]]}
         record["machine"]["load"] = [part["machine"]["load"] for part in parts]
         Path(args.out).write_text(json.dumps(record, indent=1))
         print(table(record["rows"]))
-        return
+        return 0
     warnings.simplefilter("ignore")
     import etp_viz
 
-    rows = []
+    changes = parse_changes(args.recipe)
+    record = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "seeds": args.seeds,
+        "frame": FRAME,
+        "recipe_changes": changes,
+        "rows": [],
+    }
+    RESULTS.mkdir(exist_ok=True)
+    out = Path(args.out) if args.out else RESULTS / f"tasks-{record['date']}.json"
+    rows = record["rows"]
     for task_name in args.task:
         task = etp_viz.tasks.get_task(task_name)
-        for algorithm in args.algorithms:
+        for algorithm in args.algorithms or task_learners(task):
             if algorithm == "rtrl" and influence_size(task) > RTRL_MAX_SIZE:
                 print(f"skip rtrl on {task_name}: influence matrix too large", file=sys.stderr)
                 continue
@@ -277,39 +395,20 @@ def main(argv: list[str] | None = None) -> None:
             if task_name == LESSON[0] and algorithm in LESSON[1]:
                 seeds = sorted(set(seeds) | set(LESSON[2]))
             for seed in seeds:
-                rows.append(run(task_name, algorithm, seed, args.steps))
-                print(
-                    json.dumps(
-                        {
-                            k: rows[-1][k]
-                            for k in (
-                                "task",
-                                "algorithm",
-                                "seed",
-                                "first_loss",
-                                "final_loss",
-                                "drop",
-                                "accuracy",
-                                "steps_per_second",
-                            )
-                        }
-                    ),
-                    file=sys.stderr,
-                    flush=True,
-                )
-    record = {
-        "date": datetime.date.today().isoformat(),
-        "machine": machine(),
-        "seeds": args.seeds,
-        "frame": FRAME,
-        "rows": rows,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    out = Path(args.out) if args.out else RESULTS / f"tasks-{record['date']}.json"
+                rows.append(run(task_name, algorithm, seed, args.steps, recipe=changes))
+                keys = ("task", "algorithm", "seed", "steps", "drop", "accuracy", "target")
+                keys += ("met", "wall_seconds", "steps_per_second", "failure")
+                print(json.dumps({k: rows[-1][k] for k in keys}), file=sys.stderr, flush=True)
+                out.write_text(json.dumps(record, indent=1))  # partial results survive
+    record["machine"]["load_after"] = os.getloadavg()
     out.write_text(json.dumps(record, indent=1))
-    print(table(rows))
+    print(table(rows), lesson_table(rows), sep="\n\n")
     print(f"wrote {out}", file=sys.stderr)
+    missed = [f"{r['task']}/{r['algorithm']}/seed {r['seed']}" for r in rows if not r["met"]]
+    if missed:
+        print(f"missed their target: {missed}", file=sys.stderr)
+    return 1 if args.check and missed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

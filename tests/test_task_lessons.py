@@ -26,13 +26,15 @@ pytestmark = pytest.mark.slow
 FRAME = 100
 
 #: (task, learner) -> (steps, least relative drop of the labelled loss, first vs last 10 %).
-#: Measured drops (seed 0; Python 3.11 / jax 0.10 and 3.12 / jax 0.12, whose spiking
-#: trajectories part ways): sine BPTT 0.81 / 0.76, D-RTRL 0.90 / 0.91; leaky BPTT 0.86 / 0.86,
-#: D-RTRL 0.87 / 0.87; delayed recall BPTT 0.80 / 0.80, D-RTRL 0.36 / 0.36 (final loss 0.84 vs
-#: BPTT's 0.24: 3.4x); evidence BPTT 0.41 / 0.44, D-RTRL 0.46 / 0.48.
+#: ``bptt`` is the registry's exact reference (BPTT over each episode, the session resetting
+#: the state at each episode start). Measured drops at the full budget (seed 0, 3.11 /
+#: jax 0.10, ``bench/results/tasks-2026-11-27.json``): sine BPTT 0.74, D-RTRL 0.53; leaky
+#: BPTT 0.99, D-RTRL 0.97; delayed recall BPTT 0.71, D-RTRL 0.45; evidence BPTT 0.57,
+#: D-RTRL 0.42. The bounds are issue 28's targets where the margin allows (50 % for an
+#: exact learner, 30 % for an online one) and lower on the shortened runs.
 EXPECTED = {
     ("sine", "bptt"): (10_000, 0.5),
-    ("sine", "d_rtrl"): (10_000, 0.5),
+    ("sine", "d_rtrl"): (10_000, 0.3),
     ("leaky_integrator", "bptt"): (1500, 0.5),
     ("leaky_integrator", "d_rtrl"): (1500, 0.5),
     ("delayed_recall", "bptt"): (3000, 0.5),
@@ -94,3 +96,34 @@ def test_lesson_task_keeps_its_gap():
     assert d_rtrl >= gap * bptt, (
         f"{task_name}: D-RTRL's final loss {d_rtrl:.3f} should be >= {gap}x BPTT's {bptt:.3f}"
     )
+
+
+def test_evidence_recipe_runs_its_budget_on_d_rtrl_over_one_stream():
+    """Issue 28's regression: under its own recipe (Adam 3e-3, batch 16, ALIF 32) D-RTRL on
+    evidence accumulation halted at step ~3,100 ("non-finite value in: trace/r0.g0"): the
+    differentiated ALIF reset made neurons' self-Jacobians larger than 1 and the trace,
+    carried across the stream, overflowed. Run here on one continuing stream
+    (``episode_reset=False``: the traces are never reset, the case that overflowed; the
+    session's episode resets would bound them to one episode). Every (task, learner) pair's
+    full budget, with the session's defaults, is measured by ``bench/tasks.py`` (recorded
+    in ``bench/results/tasks-*.json``), not here: the matrix takes many CPU minutes."""
+    task = get_task("evidence_accumulation")
+    steps = task.recipe().steps
+    brainstate.random.seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(
+            task.suggested_model(),
+            task.example_input(),
+            task=task,
+            algorithm="d_rtrl",
+            steps_per_frame=500,
+            record_every=500,
+            episode_reset=False,
+        )
+    session.step(steps)
+    assert not session.halted, session.history.failure
+    assert session.history.num_steps == steps
+    assert np.isfinite(session.history.loss).all()
+    traces = [n for n in session.history.names if n.startswith("trace/")]
+    assert traces and all(np.isfinite(session.history.measured(n)[1]).all() for n in traces)

@@ -4,6 +4,7 @@ levels and accuracy against numpy."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -93,25 +94,117 @@ def test_session_takes_the_recipe():
     assert bool(adam_moments) == (recipe.optimizer == "adam")
 
 
-def test_user_options_override_the_recipe():
-    task = get_task("delayed_recall")
-    base = dict.fromkeys(("optimizer", "learning_rate", "update", "bptt_window"))
-    resolved = apply_recipe({**base, "task": task, "learning_rate": 0.5})
-    assert (resolved["optimizer"], resolved["learning_rate"]) == (task.recipe().optimizer, 0.5)
-    # another optimizer than the recipe's does not inherit the recipe's learning rate
-    resolved = apply_recipe({**base, "task": task, "optimizer": "sgd", "update": "episode"})
-    assert (resolved["optimizer"], resolved["learning_rate"], resolved["update"]) == (
-        "sgd",
-        1e-2,
-        "episode",
-    )
-    # no task: SGD 1e-2 per step, as before recipes existed
-    resolved = apply_recipe({**base, "task": None})
-    assert (resolved["optimizer"], resolved["learning_rate"], resolved["update"]) == (
-        "sgd",
-        1e-2,
-        "step",
-    )
+RECIPE_KEYS = ("optimizer", "learning_rate", "update", "bptt_window")
+
+
+def _resolved(task, **named):
+    resolved = apply_recipe({**dict.fromkeys(RECIPE_KEYS), "task": task, **named})
+    return {key: resolved[key] for key in RECIPE_KEYS}
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("optimizer", "adam"),  # the recipe's own optimizer: nothing changes (issue 28)
+        ("optimizer", "sgd"),
+        ("learning_rate", 0.5),
+        ("update", "episode"),
+        ("bptt_window", 7),
+    ],
+)
+@pytest.mark.parametrize("name", ["sine", "delayed_recall"])
+def test_a_named_option_replaces_only_itself(name, option, value):
+    task = get_task(name)
+    recipe = task.recipe()
+    expected = {key: getattr(recipe, key) for key in RECIPE_KEYS} | {option: value}
+    assert _resolved(task, **{option: value}) == expected
+
+
+def test_without_a_task_the_defaults_apply():
+    assert _resolved(None) == {
+        "optimizer": "sgd",
+        "learning_rate": 1e-2,
+        "update": "step",
+        "bptt_window": 20,
+    }
+    assert _resolved(None, optimizer="adam")["learning_rate"] == 1e-2
+
+
+def _effective_learning_rate(optimizer):
+    """The size of the first update of a unit gradient: the learning rate for SGD and, up to
+    Adam's epsilon, for Adam (its first step is lr * g / |g|)."""
+    params = {"w": jnp.zeros(3)}
+    updates, _ = optimizer.update({"w": jnp.ones(3)}, optimizer.init(params), params)
+    return float(-updates["w"][0])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "Adam", "sgd"])
+def test_session_trains_at_the_recipes_learning_rate_under_a_named_optimizer(optimizer):
+    """Issue 28: ``optimizer="adam"`` on the sine recipe (Adam 1e-3) trained at 1e-2."""
+    task = get_task("delayed_recall", n_symbols=2, seq_len=1, delay=1, batch_size=2)
+    rate = task.recipe().learning_rate
+    assert rate != 1e-2  # else a fallback to the default would go unnoticed
+    session = _session(task, optimizer=optimizer)
+    assert session.options["optimizer"] == optimizer.lower()
+    assert session.options["learning_rate"] == rate
+    assert _effective_learning_rate(session.optimizer) == pytest.approx(rate, rel=1e-4)
+    adam_moments = optax.tree_utils.tree_get_all_with_path(session.opt_state, "mu")
+    assert bool(adam_moments) == (optimizer.lower() == "adam")
+
+
+def test_an_optax_transformation_brings_its_own_learning_rate():
+    task = get_task("sine")
+    transform = optax.sgd(0.25)
+    assert _resolved(task, optimizer=transform)["learning_rate"] is None
+    assert _effective_learning_rate(build_optimizer(transform, None)) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match=r"learning_rate=0\.1 applies to an optimizer given by"):
+        apply_recipe(
+            {
+                **dict.fromkeys(RECIPE_KEYS),
+                "task": task,
+                "optimizer": transform,
+                "learning_rate": 0.1,
+            }
+        )
+    with pytest.raises(ValueError, match=r"optax has no optimizer 'adamm'"):
+        _resolved(task, optimizer="adamm")
+
+
+def test_a_changed_batch_keeps_the_rest_of_the_recipe():
+    default = get_task("delayed_recall")
+    for task in (get_task("delayed_recall", batch_size=2), default.with_recipe(batch_size=2)):
+        assert task.batch_size == 2 and task.example_input().shape[0] == 2
+        assert _resolved(task) == _resolved(default)
+        changed = dataclasses.replace(default.recipe(), batch_size=task.recipe().batch_size)
+        assert task.recipe() == changed
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("steps", 123), ("hidden_size", 5), ("learning_rate", 0.5)]
+)
+def test_with_recipe_changes_one_field(field, value):
+    from etp_viz.live.lesson import lesson_budget
+
+    task = get_task("sine")
+    changed = task.with_recipe(**{field: value})
+    assert changed.recipe() == dataclasses.replace(task.recipe(), **{field: value})
+    assert changed.batch_size == task.batch_size and changed == task  # same task fields
+    assert task.recipe().steps == 10_000  # the original is untouched
+    assert lesson_budget(changed) == (123 if field == "steps" else task.recipe().steps)
+    if field == "hidden_size":
+        assert changed.suggested_model().readout._in_size[-1] == 5
+    # changes accumulate, and a session takes the changed recipe
+    twice = changed.with_recipe(update="episode")
+    assert twice.recipe().update == "episode" and getattr(twice.recipe(), field) == value
+    assert _resolved(changed)["learning_rate"] == changed.recipe().learning_rate
+
+
+def test_with_recipe_rejects_unknown_fields_and_bad_values():
+    task = get_task("sine")
+    with pytest.raises(TypeError, match=r"unknown recipe fields \['lr'\]; valid fields"):
+        task.with_recipe(lr=0.1)
+    with pytest.raises(ValueError, match="Recipe.update must be one of"):
+        task.with_recipe(update="weekly")
 
 
 def test_bad_update_names_the_valid_ones():

@@ -153,6 +153,42 @@ def test_suggested_models_include_spiking_by_default():
     )
 
 
+def _membrane_self_jacobian(layer, adaptation):
+    """dV_t / dV_{t-1} of neuron 0 of ``layer`` (an ALIF without recurrent weights) at its
+    threshold, with adaptation ``a`` (threshold A = v_th + beta a)."""
+    threshold = layer.V_th + layer.beta * adaptation
+    layer.V.value = jnp.full_like(layer.V.value, threshold)
+    layer.a.value = jnp.full_like(layer.a.value, adaptation)
+    x = jnp.zeros(layer.num_in)
+
+    def step(V0):
+        layer.V.value = layer.V.value.at[0].set(V0)
+        layer.a.value = jnp.full_like(layer.a.value, adaptation)
+        layer(x)
+        return layer.V.value[0]
+
+    return float(brainstate.transform.grad(step, argnums=0)(jnp.asarray(threshold)))
+
+
+@pytest.mark.parametrize("adaptation", [0.0, 4.0, 10.0])
+def test_suggested_alif_keeps_the_reset_out_of_the_membrane_jacobian(adaptation):
+    """Issue 28's halt: differentiated, the soft reset V - A z gives the self-Jacobian
+    alpha (1 - A psi / v_th), larger than 1 in size near threshold once A > 2 v_th, and the
+    traces that carry it across a stream overflow. The suggested ALIF detaches the reset
+    (e-prop's dv/dv = alpha), so it stays alpha at any adaptation."""
+    model = get_task("evidence", batch_size=None).suggested_model(hidden_size=2)
+    layer = model.rnn
+    assert layer.detach_reset
+    layer.W.weight.value = jax.tree.map(jnp.zeros_like, layer.W.weight.value)
+    assert _membrane_self_jacobian(layer, adaptation) == pytest.approx(layer.alpha, rel=1e-6)
+    layer.detach_reset = False  # the differentiated reset, for contrast
+    psi = 1.0  # the sigmoid surrogate's peak, at threshold
+    threshold = layer.V_th + layer.beta * adaptation
+    undetached = _membrane_self_jacobian(layer, adaptation)
+    assert undetached == pytest.approx(layer.alpha * (1 - threshold * psi), rel=1e-5, abs=1e-6)
+    assert (abs(undetached) > 1) == (threshold > 2 * layer.V_th + 0.1)
+
+
 def test_suggested_model_weights_follow_seed():
     def weights(seed):
         model = get_task("copy", seed=seed).suggested_model(hidden_size=4)

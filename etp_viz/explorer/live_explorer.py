@@ -50,6 +50,14 @@ LIVE_WINDOW = 500
 VERIFY_STEPS = 32
 
 
+def episode_window(session: Session, start: int, steps: int) -> tuple[Any, Any]:
+    """Stacked ``(xs, ys)`` of steps ``start .. start + steps - 1`` of a session's data."""
+    data = gather_frame(session.data, start, steps)
+    if data.error is not None:
+        raise data.error
+    return data.xs, data.ys
+
+
 def session_window(session: Session, steps: int) -> tuple[Any, Any]:
     """Stacked ``(xs, ys)`` of the last ``steps`` steps of a session's data stream (its first
     steps before the run got that far): a task or a function of the step can be re-read."""
@@ -161,14 +169,31 @@ class LiveExplorer(Explorer):
 
         Without ``xs``, on the session's own data: the last ``steps`` steps of the stream
         (default :data:`VERIFY_STEPS`; the first ones before the run has gone that far), from
-        the current weights and hidden states, with the session's loss and algorithm. The run
-        is not changed.
+        the current weights and hidden states, with the session's loss and algorithm. On an
+        episodic task it is the last whole episode (the first one before the run finished
+        one), from the state every episode starts in, which is what the run's gradient is
+        about. The run is not changed.
         """
+        episodes = self.session.episodes
         if xs is None:
             if self.session.running:
                 raise RuntimeError("Pause the run before verifying (the weights are moving).")
-            xs, ys = session_window(self.session, steps or VERIFY_STEPS)
             options.setdefault("loss", self.session.loss_fn)
+            if episodes is not None:
+                start = max(self.session.step_count // episodes.length - 1, 0) * episodes.length
+                xs, ys = episode_window(self.session, start, episodes.length)
+                saved = [(state, state.value) for state, _ in episodes.states]
+                episodes.reset()  # the episode's start state
+                try:
+                    return self._verify_named(xs, ys, options)
+                finally:
+                    for state, value in saved:
+                        state.value = value
+            xs, ys = session_window(self.session, steps or VERIFY_STEPS)
+        return self._verify_named(xs, ys, options)
+
+    def _verify_named(self, xs: Any, ys: Any, options: dict[str, Any]) -> Any:
+        """:meth:`verify` with the session's learner (by name, or the instance itself)."""
         name = str(self.session.history.meta.get("algorithm", "")).lower()
         if name in ALGORITHM_NAMES:
             options.setdefault("algorithm", name)
@@ -182,7 +207,12 @@ class LiveExplorer(Explorer):
 
     def _verify_request(self, steps: int) -> dict[str, Any]:
         report = self.verify(steps=steps)
-        return {"contradictions": len(report.contradictions), "rows": len(report.rows)}
+        return {
+            "contradictions": len(report.contradictions),
+            "unverified": len(report.unverified),
+            "rows": len(report.rows),
+            "verdict": report.verdict(),
+        }
 
     def static_images(self) -> list[tuple[str, str]]:
         """The loss and trace plots of the run so far as base64 PNGs (the static output)."""

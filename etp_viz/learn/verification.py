@@ -36,6 +36,12 @@ from .bptt import bptt_gradients
 
 __all__ = ["VerifyReport", "VerifyRow", "verify"]
 
+#: Why a weight is not verified: the window gives it no gradient to compare.
+NO_SIGNAL = (
+    "BPTT's gradient is zero on these inputs, so there is nothing to compare (all-zero inputs, "
+    "such as a task's example_input()? no target in the window?). Verify on data that drives "
+    "the loss, e.g. xs, ys = task.sample(0)."
+)
 #: Relative error above which an "exact" claim is contradicted, by gradient dtype.
 EXACT_TOLERANCE = {np.dtype("float64"): 1e-7, np.dtype("float32"): 2e-3}
 
@@ -52,14 +58,23 @@ class VerifyRow:
     online_norm: float
     true_norm: float
     contradiction: str = ""
+    #: why nothing was checked on this weight ("" when it was): BPTT's gradient is zero here
+    unverified: str = ""
+
+    @property
+    def verified(self) -> bool:
+        """True when the numbers tested the claim (BPTT's gradient is not zero here)."""
+        return not self.unverified
 
     def to_json(self) -> dict[str, Any]:
-        """Its fields (a non-finite number as None) and ``ok``: no contradiction."""
+        """Its fields (a non-finite number as None), ``verified`` and ``ok``: verified with
+        no contradiction."""
         fields = {
             f.name: (_finite(getattr(self, f.name)) if f.type == "float" else getattr(self, f.name))
             for f in dataclasses.fields(self)
         }
-        return fields | {"ok": not self.contradiction}
+        ok = not self.contradiction and self.verified
+        return fields | {"verified": self.verified, "ok": ok}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +103,30 @@ class VerifyReport:
         """Rows whose claim the numbers refute."""
         return [row for row in self.rows if row.contradiction]
 
+    @property
+    def unverified(self) -> list[VerifyRow]:
+        """Rows the window could not test: BPTT's gradient of the weight is zero there."""
+        return [row for row in self.rows if row.unverified]
+
+    @property
+    def verified_nothing(self) -> bool:
+        """True when no weight was tested (every BPTT gradient is zero on these inputs):
+        the report vouches for nothing."""
+        return bool(self.rows) and all(row.unverified for row in self.rows)
+
+    def verdict(self) -> str:
+        """One line: contradictions, weights not verified, or what agreed."""
+        bad, untested = len(self.contradictions), len(self.unverified)
+        if self.verified_nothing:
+            return f"nothing verified: {NO_SIGNAL}"
+        words = f"{bad} contradiction(s)"
+        if untested:
+            words += (
+                f"; {untested} of {len(self.rows)} weight leaves not verified (BPTT's gradient "
+                "is zero on them in this window)"
+            )
+        return words
+
     def __getitem__(self, path: str) -> VerifyRow:
         """A weight's row: a ``ParamState``'s (``"rnn.W.weight"``: its leaves, its weight
         ``rnn.W.weight`` and bias ``rnn.W.weight.bias``, taken together with their worst
@@ -110,11 +149,12 @@ class VerifyReport:
         ]
         for r in self.rows:
             flag = f"  <- CONTRADICTION: {r.contradiction}" if r.contradiction else ""
+            flag = flag or ("  (not verified: BPTT's gradient is 0 here)" if r.unverified else "")
             lines.append(
                 f"{r.path:<{width}}  {r.claim:<11} {r.cosine:>9.6f} {r.relative_error:>9.2e} "
                 f"{r.online_norm:>9.3g} {r.true_norm:>9.3g}{flag}"
             )
-        lines.append(f"{len(self.contradictions)} contradiction(s)")
+        lines.append(self.verdict())
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -129,15 +169,17 @@ class VerifyReport:
         body = []
         for r in self.rows:
             style = " style='background:#ffcdd2'" if r.contradiction else ""
+            style = style or (" style='color:#777'" if r.unverified else "")
             body.append(
                 f"<tr{style}><td><code>{esc(r.path)}</code></td>"
                 f"<td title='{esc(r.reason)}'>{esc(r.claim)}</td><td>{r.cosine:.6f}</td>"
                 f"<td>{r.relative_error:.2e}</td><td>{r.online_norm:.3g}</td>"
-                f"<td>{r.true_norm:.3g}</td><td>{esc(r.contradiction)}</td></tr>"
+                f"<td>{r.true_norm:.3g}</td>"
+                f"<td>{esc(r.contradiction or ('not verified' if r.unverified else ''))}</td></tr>"
             )
         caption = (
             f"{esc(self.algorithm)} vs BPTT over {self.num_steps} steps "
-            f"({esc(self.dtype)}): {len(self.contradictions)} contradiction(s)"
+            f"({esc(self.dtype)}): {esc(self.verdict())}"
         )
         return f"<table><caption>{caption}</caption><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -149,6 +191,9 @@ class VerifyReport:
             "tolerance": self.tolerance,
             "rows": [r.to_json() for r in self.rows],
             "contradictions": len(self.contradictions),
+            "unverified": len(self.unverified),
+            "verified_nothing": self.verified_nothing,
+            "verdict": self.verdict(),
         }
 
 
@@ -409,7 +454,8 @@ def _report(claims: Any, online: dict, true: dict, algorithm: str, steps: int) -
     dtype = np.dtype(max(dtypes, key=lambda d: d.itemsize)) if dtypes else np.dtype("float32")
     tolerance = EXACT_TOLERANCE.get(dtype, 2e-3)
     scale = max([r.true_norm for r in rows if np.isfinite(r.true_norm)] or [0.0])
-    rows = [_judge(row, tolerance, scale) for row in rows]
+    floor = 1e3 * float(np.finfo(dtype).eps) * scale  # below it, a gradient is rounding
+    rows = [_untested(_judge(row, tolerance, scale), floor) for row in rows]
     return VerifyReport(tuple(rows), algorithm, steps, str(dtype), tolerance)
 
 
@@ -473,6 +519,17 @@ def _judge(row: VerifyRow, tolerance: float, scale: float = 0.0) -> VerifyRow:
     elif row.claim == "none" and row.online_norm > 0:
         why = f"claimed no online gradient, but it is non-zero (norm {row.online_norm:.3g})"
     return dataclasses.replace(row, contradiction=why) if why else row
+
+
+def _untested(row: VerifyRow, floor: float) -> VerifyRow:
+    """``row`` marked not verified when BPTT's gradient of the weight is zero (or at rounding
+    level, ``floor``: 1000 ulps of the largest one): a claim cannot be tested on a gradient
+    that is not there (a contradiction found anyway stays)."""
+    if row.contradiction or not np.isfinite(row.true_norm):
+        return row
+    if row.true_norm == 0 or row.true_norm <= floor:
+        return dataclasses.replace(row, unverified=NO_SIGNAL)
+    return row
 
 
 def _finite(value: float) -> float | None:

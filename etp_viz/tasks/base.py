@@ -66,7 +66,10 @@ class Recipe:
     compare mode, ``python -m etp_viz demo``) uses the task's recipe for every option the user
     leaves at ``None`` (``optimizer``, ``learning_rate``, ``update``, ``bptt_window``);
     :func:`~etp_viz.tasks.get_task` builds the task with the recipe's ``batch_size`` and
-    :meth:`Task.suggested_model` the network with its ``hidden_size`` and ``spiking``.
+    :meth:`Task.suggested_model` the network with its ``hidden_size`` and ``spiking``. An
+    option the user names replaces that option only (``optimizer="sgd"`` on an Adam 3e-3
+    recipe trains SGD at 3e-3); :meth:`Task.with_recipe` changes recipe fields (the budget,
+    the batch, the network) and keeps the others.
 
     Attributes
     ----------
@@ -165,6 +168,15 @@ class Task:
     is_classification: ClassVar[bool] = False
     #: What a student should see on this task (plain words; the explorer shows it).
     lesson: ClassVar[str] = ""
+    #: The learners the lesson compares (registry names, :mod:`etp_viz.learn.registry`):
+    #: ``bench/tasks.py`` runs each for the recipe's budget, the user guide's tasks table
+    #: lists them and the slow tests hold them to it.
+    learners: ClassVar[tuple[str, ...]] = ("bptt", "d_rtrl", "es_d_rtrl", "eprop")
+    #: Episodes are independent trials: a live session puts the network's hidden state and
+    #: the learner's own state back to their start at each episode's first step, so the loss
+    #: of an episode is a function of the weights alone and full BPTT over the episode
+    #: (``algorithm="bptt"``) is its exact gradient. False: one continuing stream.
+    episodic: ClassVar[bool] = True
 
     seed: int = 0
     batch_size: int | None = None
@@ -180,9 +192,44 @@ class Task:
     def _episode(self, rng: np.random.Generator, batch: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
-    def recipe(self) -> Recipe:
-        """The training recipe that makes this task learn (see :class:`Recipe`)."""
+    def default_recipe(self) -> Recipe:
+        """The task's own recipe, measured in ``bench/tasks.py`` (subclasses override it)."""
         return Recipe(spiking=self.spiking_by_default)
+
+    def recipe(self) -> Recipe:
+        """The training recipe that makes this task learn (see :class:`Recipe`): the
+        :meth:`default_recipe` with the changes of :meth:`with_recipe`, if any."""
+        recipe = self.default_recipe()
+        changes = self.__dict__.get("_recipe_changes")
+        return dataclasses.replace(recipe, **changes) if changes else recipe
+
+    def with_recipe(self, **changes: Any) -> Task:
+        """A copy of this task whose :meth:`recipe` has ``changes`` and keeps every other field.
+
+        A changed ``batch_size`` is also the copy's batch (as :func:`~etp_viz.tasks.get_task`
+        builds a task with its recipe's batch); a changed ``steps`` is the lesson's budget
+        (Run stops there), ``hidden_size`` / ``spiking`` the :meth:`suggested_model`'s.
+
+        Examples
+        --------
+        >>> from etp_viz.tasks import get_task
+        >>> task = get_task("sine").with_recipe(steps=500)
+        >>> task.recipe().steps, task.recipe().optimizer, task.recipe().learning_rate
+        (500, 'adam', 0.001)
+        """
+        valid = [field.name for field in dataclasses.fields(Recipe)]
+        unknown = sorted(set(changes) - set(valid))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.with_recipe() got unknown recipe fields {unknown}; "
+                f"valid fields: {valid}. Example: task.with_recipe(learning_rate=1e-3)."
+            )
+        merged = {**self.__dict__.get("_recipe_changes", {}), **changes}
+        dataclasses.replace(self.default_recipe(), **merged)  # validates the new recipe
+        batch = changes["batch_size"] if "batch_size" in changes else self.batch_size
+        copy = dataclasses.replace(self, batch_size=batch)
+        copy.__dict__["_recipe_changes"] = merged
+        return copy
 
     def loss(self, y_pred: jax.Array, y_target: jax.Array) -> jax.Array:
         """The task's loss (MSE unless a subclass says otherwise)."""
@@ -244,8 +291,9 @@ class Task:
     def step_data(self, t: int) -> tuple[jax.Array, jax.Array]:
         """``(x_t, y_t)`` of step ``t`` of the endless stream (episode ``t // n_steps``).
 
-        Episodes follow each other without a state reset, as in online learning on a stream;
-        episode ``e`` is ``sample((seed, e), batch_size)``.
+        Episode ``e`` is ``sample((seed, e), batch_size)``; on an :attr:`episodic` task a live
+        session resets the network's state at each episode start (steps ``t`` with
+        ``t % n_steps == 0``).
         """
         episode, within = divmod(int(t), self.n_steps)
         xs, ys = self._cached_episode(episode)
@@ -288,11 +336,25 @@ class Task:
     def _spiking_model(self, hidden: int) -> brainstate.nn.Module:
         # R = 1 / (1 - alpha) makes V integrate as V <- alpha V + I (e-prop's convention);
         # the gains give sparse but non-silent firing on every task's input statistics.
+        # ALIF's soft reset subtracts the adaptive threshold A = v_th + beta a; differentiated,
+        # it gives each neuron the self-Jacobian alpha (1 - A psi / v_th), whose size exceeds 1
+        # near threshold once A > 2 v_th: the traces that carry it across the stream grow
+        # without bound (the evidence task's D-RTRL trace overflowed at step ~3,100). e-prop
+        # leaves the reset out of the derivative (Bellec et al. 2020, dv/dv = alpha), so does
+        # the suggested ALIF (detach_reset); LIF's A = v_th keeps alpha (1 - psi) in [0, alpha].
         tau_mem = 20.0
         common = {"tau_mem": tau_mem, "recurrent": True, "R": 1.0 / (1.0 - math.exp(-1 / tau_mem))}
         if self.adaptive_neurons:
             w_init = functools.partial(nn.xavier_normal, gain=2.0)
-            layer = nn.ALIF(self.input_size, hidden, tau_a=200.0, beta=0.5, w_init=w_init, **common)
+            layer = nn.ALIF(
+                self.input_size,
+                hidden,
+                tau_a=200.0,
+                beta=0.5,
+                w_init=w_init,
+                detach_reset=True,
+                **common,
+            )
         else:
             w_init = functools.partial(nn.xavier_normal, gain=1.5)
             layer = nn.LIF(self.input_size, hidden, w_init=w_init, **common)

@@ -57,7 +57,7 @@ class SineRegression(Task):
         waves = amplitudes[:, None] * np.sin(2 * math.pi * t / periods[:, None] + phases[:, None])
         return waves.sum(0) / self.n_components
 
-    def recipe(self) -> Recipe:
+    def default_recipe(self) -> Recipe:
         """Adam 1e-3 on an unbatched recurrent LIF network (the input is frozen: a batch adds
         nothing), per-step updates, 10,000 steps (100 episodes); faster rates kill BPTT's
         spiking (the network falls silent)."""
@@ -96,6 +96,8 @@ class LeakyIntegrator(Task):
 
     name: ClassVar[str] = "leaky_integrator"
     rate_cell: ClassVar[type] = nn.MiniGRU
+    #: RTRL too: its influence matrix is small on this network (the others' are ~100x slower)
+    learners: ClassVar[tuple[str, ...]] = ("bptt", "rtrl", "d_rtrl", "es_d_rtrl", "eprop")
     lesson: ClassVar[str] = (
         "When every unit only remembers itself (a diagonal recurrence), D-RTRL drops no "
         "Jacobian term: its online gradient is exact and it learns as fast as BPTT."
@@ -115,7 +117,7 @@ class LeakyIntegrator(Task):
     def output_size(self) -> int:
         return self.input_size
 
-    def recipe(self) -> Recipe:
+    def default_recipe(self) -> Recipe:
         """Adam 1e-2, batch 16, a MiniGRU of 32 units, per-step updates, 3,000 steps."""
         return Recipe(optimizer="adam", learning_rate=1e-2, batch_size=16, steps=3_000)
 

@@ -186,3 +186,31 @@ def test_a_param_state_row_combines_its_leaves(x64):
     assert report["layers.0"].path == "layers.0"
     with pytest.raises(KeyError, match="no weight"):
         report["nope"]
+
+
+def test_a_window_without_gradient_verifies_nothing():
+    """Issue 29: the task model on its zero example input has BPTT gradient 0 on every
+    weight; the report must say it verified nothing, never "0 contradictions"."""
+    task = etp_viz.tasks.get_task("delayed_recall")
+    model = task.suggested_model(hidden_size=4)
+    xs = jnp.stack([task.example_input()] * 3)
+    ys = jnp.zeros((3, task.batch_size, task.output_size))  # no target: nothing to learn
+    report = etp_viz.verify(model, xs, ys, loss=task.loss)
+    assert report.verified_nothing and len(report.unverified) == len(report.rows)
+    assert report.verdict().startswith("nothing verified") and "task.sample" in report.verdict()
+    assert "0 contradiction(s)" not in report.table()
+    assert report.to_json()["verified_nothing"] and not any(
+        row["ok"] for row in report.to_json()["rows"]
+    )
+
+
+def test_only_the_weights_without_gradient_are_unverified(x64):
+    model, xs = build(LEAKY)
+    report = etp_viz.verify(model, xs)
+    assert not report.unverified and not report.verified_nothing
+    zero = dataclasses.replace(report.rows[0], true_norm=0.0, online_norm=0.0)
+    from etp_viz.learn.verification import _untested
+
+    marked = _untested(zero, floor=1e-12)
+    assert not marked.verified and "task.sample" in marked.unverified
+    assert _untested(report.rows[0], floor=1e-12).verified
