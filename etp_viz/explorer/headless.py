@@ -69,6 +69,11 @@ class _Unicode(_Trait):
         self.default = default_value
 
 
+class _Float(_Trait):
+    def __init__(self, default_value: float = 0.0, **_options: Any):
+        self.default = default_value
+
+
 class HeadlessWidget:
     """Stands in for ``anywidget.AnyWidget`` without the widget packages: the traits given to
     ``__init__`` are set, messages to a front end go nowhere (there is none)."""
@@ -93,7 +98,7 @@ try:
 except ImportError as error:  # the [explorer] extra is not installed
     WIDGET_IMPORT_ERROR: ImportError | None = error
     anywidget: Any = SimpleNamespace(AnyWidget=HeadlessWidget)
-    traitlets: Any = SimpleNamespace(Dict=_Dict, List=_List, Unicode=_Unicode)
+    traitlets: Any = SimpleNamespace(Dict=_Dict, List=_List, Unicode=_Unicode, Float=_Float)
 else:
     WIDGET_IMPORT_ERROR = None
     anywidget = _anywidget

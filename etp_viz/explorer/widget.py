@@ -15,8 +15,8 @@ Example
 -------
 >>> from etp_viz.explorer.widget import Explorer
 >>> ex = Explorer(view_model={"schema": 1, "title": "t", "nodes": [], "edges": []})
->>> ex.options["height"]
-600
+>>> ex.options["height"], ex.scale
+(600, 1.0)
 """
 
 from __future__ import annotations
@@ -39,7 +39,11 @@ DISPLAY_OPTIONS: dict[str, Any] = {
     "large_graph_threshold": 150,
     "show_params": False,
     "panels": ["inspector", "weights", "groups", "diagnostics", "legend"],
+    # "auto": follows JupyterLab's theme (body[data-jp-theme-light]); "light" or "dark"
+    "theme": "auto",
 }
+#: smallest and largest text ``scale``
+SCALE_RANGE = (0.5, 3.0)
 SELECTION_KINDS = ("node", "weight", "group", "diagnostic", "relation", "cluster", "edge")
 #: A static SVG in the notebook fallback is rendered only for graphs this small: Debian's
 #: ``dot`` takes minutes on large jaxprs.
@@ -60,9 +64,10 @@ def split_display_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict
     An unknown keyword is a ``TypeError`` that lists the valid ones.
     """
     vm_valid = _view_model_options()
-    unknown = sorted(set(options) - set(DISPLAY_OPTIONS) - set(vm_valid) - {"expanded"})
+    # ``expanded`` and ``scale`` (the text size) are traits of their own
+    unknown = sorted(set(options) - set(DISPLAY_OPTIONS) - set(vm_valid) - {"expanded", "scale"})
     if unknown:
-        valid = sorted({*DISPLAY_OPTIONS, *vm_valid, "expanded"})
+        valid = sorted({*DISPLAY_OPTIONS, *vm_valid, "expanded", "scale"})
         hints = [m for u in unknown for m in difflib.get_close_matches(u, valid, n=1)]
         hint = f" (did you mean {', '.join(map(repr, hints))}?)" if hints else ""
         raise TypeError(
@@ -72,6 +77,10 @@ def split_display_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict
     display = {**DISPLAY_OPTIONS, **{k: v for k, v in options.items() if k in DISPLAY_OPTIONS}}
     if not isinstance(display["height"], int) or display["height"] < 100:
         raise ValueError(f"height must be an int >= 100 (pixels), got {display['height']!r}")
+    if display["theme"] not in ("auto", "light", "dark"):
+        raise ValueError(f"theme must be 'auto', 'light' or 'dark', got {display['theme']!r}")
+    if "scale" in options:
+        check_scale(options["scale"])
     if display["rankdir"] not in ("auto", "TB", "LR"):
         raise ValueError(f"rankdir must be 'auto', 'TB' or 'LR', got {display['rankdir']!r}")
     bad_panels = set(display["panels"]) - set(DISPLAY_OPTIONS["panels"])
@@ -81,6 +90,23 @@ def split_display_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict
         )
     display["panels"] = list(display["panels"])
     return display, {k: v for k, v in options.items() if k in vm_valid}
+
+
+def check_scale(scale: Any) -> float:
+    """``scale`` as a float in :data:`SCALE_RANGE`, else a ``ValueError`` saying what to pass.
+
+    Example
+    -------
+    >>> check_scale(1.5)
+    1.5
+    """
+    low, high = SCALE_RANGE
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not low <= scale <= high:
+        raise ValueError(
+            f"scale must be a number from {low} to {high} (the text size factor: 1.5 for a "
+            f"projector), got {scale!r}"
+        )
+    return float(scale)
 
 
 def to_view_model(obj: Any, **vm_options: Any) -> tuple[dict[str, Any], Any]:
@@ -108,13 +134,18 @@ class Explorer(anywidget.AnyWidget):
         What to show. ``view_model=`` may be given instead.
     **options
         Display options (``height``, ``rankdir``, ``large_graph_threshold``, ``show_params``,
-        ``panels``, ``expanded``) and ``build_view_model`` options. Unknown keywords raise
-        ``TypeError`` listing the valid ones.
+        ``panels``, ``theme``, ``scale``, ``expanded``) and ``build_view_model`` options.
+        Unknown keywords raise ``TypeError`` listing the valid ones. ``height`` is the graph
+        area's height in pixels (a live run's panels come below it); ``scale`` multiplies every
+        text on the page (1.5 for a projector: graph labels of at least 16 px in the first
+        view); ``theme`` is ``"auto"`` (JupyterLab's light or dark theme), ``"light"`` or
+        ``"dark"``.
 
     Example
     -------
     >>> ex = etp_viz.Explorer(graph)                       # doctest: +SKIP
     >>> ex.highlight_weight("gru.Wr.weight")               # doctest: +SKIP
+    >>> ex.scale = 1.5    # larger text, also A+ in the page's toolbar  # doctest: +SKIP
     """
 
     # Synced traits; mirrored by WidgetTraits in js/src/types.js.
@@ -123,6 +154,8 @@ class Explorer(anywidget.AnyWidget):
     selected = traitlets.Dict().tag(sync=True)
     highlight = traitlets.Dict().tag(sync=True)
     options = traitlets.Dict().tag(sync=True)
+    #: text size factor of the page (1: default; 1.5: a projector), kept in saved HTML
+    scale = traitlets.Float(1.0).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     live_panels = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: the last ``verify()`` report (``VerifyReport.to_json()``): measured fidelity per weight
@@ -153,7 +186,8 @@ class Explorer(anywidget.AnyWidget):
                 for c in (vm_json or {}).get("clusters", [])
                 if c.get("kind") == "subjaxpr" and c.get("collapsed") is False
             ]
-        super().__init__(view_model=vm_json, options=display, expanded=list(expanded))
+        scale = check_scale(options.get("scale", 1.0))
+        super().__init__(view_model=vm_json, options=display, expanded=list(expanded), scale=scale)
         self.frontend_errors: list[str] = []
         self._requests = {"to_dot": self._request_to_dot, "summary": lambda params: self.summary()}
         self.on_msg(self._on_custom_message)
@@ -424,7 +458,7 @@ class Explorer(anywidget.AnyWidget):
     def frontend_state(self) -> dict[str, Any]:
         """The synced state the front end renders from (what saved HTML embeds)."""
         names = ("view_model", "expanded", "selected", "highlight", "options", "error")
-        names += ("verification",)
+        names += ("verification", "scale")
         return {name: getattr(self, name) for name in names} | {
             "live_panels": list(self.live_panels)
         }

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "COLOURS",
+    "DARK_COLOURS",
     "LEGEND",
     "LegendEntry",
     "NODE_KIND_TEXT",
@@ -31,6 +32,9 @@ __all__ = [
     "legend_entries",
     "node_key",
     "node_style",
+    "dark_colour",
+    "palette_json",
+    "theme_colours",
 ]
 
 #: name -> colour (lower-case ``#rrggbb``). The live page takes these from the view model.
@@ -39,9 +43,9 @@ COLOURS: dict[str, str] = {
     "op_border": "#555555",
     "etp": "#ffe08a",
     "etp_border": "#b8860b",
-    "online": "#2ca02c",
-    "exact": "#1f77b4",
-    "not_learned": "#d62728",
+    "online": "#009e73",
+    "exact": "#2f6fd0",
+    "not_learned": "#cc3311",
     "not_learned_fill": "#f6d0d0",
     "hidden": "#cfe8ff",
     "group_fill": "#f1f7ff",
@@ -49,27 +53,63 @@ COLOURS: dict[str, str] = {
     "state": "#eeeeee",
     "io": "#e6e6e6",
     "param": "#f7f7f7",
-    "perturb": "#1f77b4",
+    "perturb": "#2f6fd0",
     "perturb_fill": "#d8e9f7",
     "collapsed": "#f2f2f2",
     "collapsed_border": "#777777",
     "subjaxpr_border": "#888888",
-    "boundary": "#d62728",
+    "boundary": "#cc3311",
     "edge": "#9a9a9a",
     "slice": "#e8710a",
-    "transition": "#8e44ad",
-    "readout": "#2e8b57",
-    "bypass": "#8c564b",
-    "dropped": "#c2185b",
+    "transition": "#785ef0",
+    "readout": "#4a7fd4",
+    "bypass": "#a0522d",
+    "dropped": "#994f88",
     # highlights of a selection (CSS classes hl-* in js/src/style.css and view.js)
     "hl_selected": "#000000",
     "hl_path": "#e8710a",
-    "hl_boundary": "#d62728",
+    "hl_boundary": "#cc3311",
     "hl_boundary_fill": "#ffd6d6",
     "hl_cluster": "#5b8fd0",
-    "hl_transition": "#8e44ad",
+    "hl_transition": "#785ef0",
     "hl_search": "#ff00aa",
+    # the weights panel: an online weight whose gradient is approximate (claim chips, status)
+    "approximate": "#e69f00",
+    # keyboard focus ring (a dashed outline around the focused node or weight row)
+    "focus": "#00a3c4",
+    "text": "#000000",
+    "background": "#ffffff",
 }
+
+#: The dark theme (JupyterLab's dark themes: ``body[data-jp-theme-light="false"]``): the
+#: colours that change, by name. Fills turn dark and text light; the categorical colours
+#: (online, exact, approximate, not learned, dropped, the edge paths) stay: they were chosen
+#: with mid luminance so that they read on both backgrounds (contrast >= 3 against white and
+#: against the dark background, checked in tests/view/test_palette_cvd.py). One light colour
+#: maps to one dark colour (``dark_colour``), so a legend swatch can be mapped by its hex.
+DARK_COLOURS: dict[str, str] = dict(
+    op_fill="#1e1e1e",
+    op_border="#a8a8a8",
+    etp="#5a4a14",
+    etp_border="#d9a93a",
+    not_learned_fill="#5c2418",
+    hidden="#1d3a57",
+    group_fill="#17212d",
+    group_border="#7ea6e0",
+    state="#353535",
+    io="#3a3a3a",
+    param="#303030",
+    perturb_fill="#1c3550",
+    collapsed="#333333",
+    collapsed_border="#a0a0a0",
+    subjaxpr_border="#8c8c8c",
+    bypass="#c49a6c",
+    hl_selected="#f0f0f0",
+    hl_boundary_fill="#5c2418",
+    hl_cluster="#7ea6e0",
+    text="#f0f0f0",
+    background="#1e1e1e",
+)
 
 _STATUS_BORDER = {"online": "online", "exact": "exact", "not_learned": "not_learned"}
 
@@ -364,6 +404,16 @@ LEGEND: tuple[LegendEntry, ...] = (
         None,
         "hl_search",
     ),
+    _entry(
+        "focus",
+        "keyboard focus",
+        "The node the arrow keys are on (dashed outline). Enter selects it, Tab moves on to "
+        "the panels.",
+        "round",
+        None,
+        "focus",
+        "dashed",
+    ),
 )
 _BY_KEY = {e.key: e for e in LEGEND}
 
@@ -459,6 +509,28 @@ def legend_entries(keys: Iterable[str]) -> list[LegendEntry]:
     return [e for e in LEGEND if e.key in wanted]
 
 
+def dark_colour(colour: str) -> str:
+    """The dark theme's colour for a light-theme colour (itself when it does not change).
+
+    Example
+    -------
+    >>> dark_colour(COLOURS["op_fill"]), dark_colour(COLOURS["online"])
+    ('#1e1e1e', '#009e73')
+    """
+    for name, light in COLOURS.items():
+        if light == colour and name in DARK_COLOURS:
+            return DARK_COLOURS[name]
+    return colour
+
+
+def theme_colours(theme: str = "light") -> dict[str, str]:
+    """Every colour by name in ``theme`` (``"light"`` or ``"dark"``)."""
+    if theme not in ("light", "dark"):
+        raise ValueError(f"theme must be 'light' or 'dark', got {theme!r}")
+    return {**COLOURS, **DARK_COLOURS} if theme == "dark" else dict(COLOURS)
+
+
 def palette_json() -> dict[str, str]:
-    """The view model's ``palette``: every colour by name."""
-    return dict(COLOURS)
+    """The view model's ``palette``: every colour by name, and the dark theme's as
+    ``dark.<name>`` (the live page switches with JupyterLab's theme)."""
+    return {**COLOURS, **{f"dark.{name}": c for name, c in DARK_COLOURS.items()}}

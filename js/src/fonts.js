@@ -12,15 +12,16 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 /** Characters beyond ASCII that labels use (fall-back fonts are looked up per character). */
 const SAMPLE = "Aa0_.,:()[]… → ▸ × ◆ —";
 
-/** One probe per face: UI text (regular, bold), monospace, and the graph's SVG text sizes. */
-function probes() {
+/** One probe per face: UI text (regular, bold), monospace, and the graph's SVG text sizes
+ * (at the page's text scale, ./appearance.js). @param {number} scale */
+function probes(scale) {
   /** @type {(() => Element)[]} */
   const list = [
     () => Object.assign(document.createElement("span"), { textContent: SAMPLE }),
     () => Object.assign(document.createElement("b"), { textContent: SAMPLE, style: "font-weight: 600" }),
     () => Object.assign(document.createElement("span"), { className: "etp-path", textContent: SAMPLE }),
   ];
-  for (const size of ["12", "14"]) {
+  for (const size of [12 * scale, 14 * scale].map(String)) {
     list.push(() => {
       const svg = document.createElementNS(SVG_NS, "svg");
       const text = document.createElementNS(SVG_NS, "text");
@@ -45,7 +46,8 @@ export async function warmFonts(parent, isAlive) {
   box.className = "etp-font-probe";
   box.setAttribute("aria-hidden", "true");
   parent.append(box);
-  for (const make of probes()) {
+  const scale = Number(parent.style.getPropertyValue("--etp-scale")) || 1;
+  for (const make of probes(scale)) {
     if (!isAlive()) break;
     box.append(make());
     await afterFrame();

@@ -16,19 +16,21 @@ import { escapeDot, truncate } from "./escape.js";
  */
 export const COLORS = {
   op_fill: "#ffffff", op_border: "#555555", etp: "#ffe08a", etp_border: "#b8860b",
-  online: "#2ca02c", exact: "#1f77b4", not_learned: "#d62728", not_learned_fill: "#f6d0d0",
+  online: "#009e73", exact: "#2f6fd0", not_learned: "#cc3311", not_learned_fill: "#f6d0d0",
   hidden: "#cfe8ff", group_fill: "#f1f7ff", group_border: "#5b8fd0", state: "#eeeeee",
-  io: "#e6e6e6", param: "#f7f7f7", perturb: "#1f77b4", perturb_fill: "#d8e9f7",
+  io: "#e6e6e6", param: "#f7f7f7", perturb: "#2f6fd0", perturb_fill: "#d8e9f7",
   collapsed: "#f2f2f2", collapsed_border: "#777777", subjaxpr_border: "#888888",
-  boundary: "#d62728", edge: "#9a9a9a", slice: "#e8710a", transition: "#8e44ad",
-  readout: "#2e8b57", bypass: "#8c564b", dropped: "#c2185b",
-  hl_selected: "#000000", hl_path: "#e8710a", hl_boundary: "#d62728", hl_boundary_fill: "#ffd6d6",
-  hl_cluster: "#5b8fd0", hl_transition: "#8e44ad", hl_search: "#ff00aa",
+  boundary: "#cc3311", edge: "#9a9a9a", slice: "#e8710a", transition: "#785ef0",
+  readout: "#4a7fd4", bypass: "#a0522d", dropped: "#994f88",
+  hl_selected: "#000000", hl_path: "#e8710a", hl_boundary: "#cc3311", hl_boundary_fill: "#ffd6d6",
+  hl_cluster: "#5b8fd0", hl_transition: "#785ef0", hl_search: "#ff00aa",
+  approximate: "#e69f00", focus: "#00a3c4", text: "#000000", background: "#ffffff",
 };
 
 /** Font size (points = SVG units) of node labels; the first view keeps them >= MIN_LABEL_PX. */
 export const NODE_FONT_SIZE = 14;
-/** Smallest on-screen size (px) of a node label in the first view of a graph (projectors). */
+/** Smallest on-screen size (px) of a node label in a first view that shows a part of the
+ * graph (a graph too big to fit; at text scale 1). */
 export const MIN_LABEL_PX = 10.5;
 
 /** Cluster kinds the viewer collapses to one node ("branch" clusters only with their parent). */
@@ -128,9 +130,11 @@ function* buildIndexSteps(vm) {
     droppedEdges: union(vm.weights || [], "dropped_edges"),
     perturbNodes: new Set((vm.perturbations || []).map((p) => p.node)),
   };
-  const colours = { ...COLORS, ...(vm.palette || {}) };
+  const palette = { ...COLORS, ...(vm.palette || {}) };
+  // the light theme's colours (the app switches `colours` with ./theme.js when the theme is dark)
+  const colours = Object.fromEntries(Object.entries(palette).filter(([name]) => !name.startsWith("dark.")));
   return { vm, nodes, edges, clusters, clusterSize, weights, groups, relations, diagnostics,
-    annotations, colours };
+    annotations, palette, colours };
 }
 
 /**
@@ -139,7 +143,8 @@ function* buildIndexSteps(vm) {
  *   groups: Map<string, any>, relations: Map<string, any>, diagnostics: Map<string, any>,
  *   annotations: {sliceEdges: Set<string>, transitionEdges: Set<string>, readoutEdges: Set<string>, bypassEdges: Set<string>,
  *   boundaryNodes: Set<string>, droppedEdges: Set<string>, perturbNodes: Set<string>},
- *   colours: Record<string, string>}} Index
+ *   palette: Record<string, string>, colours: Record<string, string>}} Index  `colours`: the current
+ *   theme's (the app sets them with ./theme.js themeColours when the theme changes)
  */
 
 /** The module path owning a state path (`layers.3.h` -> `layers.3`). */
@@ -322,7 +327,8 @@ export function resolveRankdir(rankdir, pane) {
 
 /** A stable cache key for an expansion state plus the options that change the layout. */
 export function layoutKey(/** @type {Iterable<string>} */ expanded, /** @type {any} */ options = {}) {
-  return JSON.stringify([[...expanded].sort(), options.rankdir || "TB", !!options.show_params]);
+  return JSON.stringify([[...expanded].sort(), options.rankdir || "TB", !!options.show_params,
+    options.font_size || NODE_FONT_SIZE, options.theme || "light"]);
 }
 
 /** The outermost collapsed sub-jaxpr cluster hiding `clusterId` (or null when visible). */
@@ -575,18 +581,21 @@ export function toDot(index, graph, options = {}) {
  * expanded (thousands of nodes) took ~80 ms in one task.
  * @param {Index} index
  * @param {VisibleGraph} graph
- * @param {{rankdir?: string, large_graph_threshold?: number}} [options]
+ * @param {{rankdir?: string, large_graph_threshold?: number, font_size?: number}} [options]
  * @returns {Generator<undefined, {dot: string, large: boolean}>}
  */
 export function* toDotSteps(index, graph, options = {}) {
   const large = graph.nodeCount > (options.large_graph_threshold ?? 150);
   const out = ["digraph G {"];
-  const graphAttrs = { rankdir: options.rankdir === "LR" ? "LR" : "TB", fontname: "Helvetica", fontsize: String(NODE_FONT_SIZE),
+  // one font size for every label (nodes, boxes, edge counts): the text scale's
+  const font = String(options.font_size || NODE_FONT_SIZE);
+  const text = index.colours.text || "#000000";
+  const graphAttrs = { rankdir: options.rankdir === "LR" ? "LR" : "TB", fontname: "Helvetica", fontsize: font, fontcolor: text,
     nodesep: "0.25", ranksep: options.rankdir === "LR" ? "0.25" : "0.35", outputorder: "edgesfirst" };
   if (large) Object.assign(graphAttrs, { nslimit: "1", nslimit1: "1", mclimit: "0.1", splines: "line" });
   out.push(`graph [${formatAttrs(graphAttrs)}];`);
-  out.push(`node [fontname="Helvetica" fontsize="${NODE_FONT_SIZE}" height="0.3" margin="0.08,0.03"];`);
-  out.push(`edge [color="${index.colours.edge}" arrowsize="0.7" fontname="Helvetica" fontsize="12"];`);
+  out.push(`node [fontname="Helvetica" fontsize="${font}" fontcolor="${text}" height="0.3" margin="0.08,0.03"];`);
+  out.push(`edge [color="${index.colours.edge}" arrowsize="0.7" fontname="Helvetica" fontsize="${font}" fontcolor="${text}"];`);
   /** @type {Map<string|null, string[]>} lines per visible cluster (null = root) */
   const body = new Map([[null, []]]);
   const parentOf = (/** @type {string|null} */ clusterId) => {
@@ -633,7 +642,7 @@ export function* toDotSteps(index, graph, options = {}) {
         : { style: "dashed,rounded", color: index.colours.subjaxpr_border };
       lines.push(`${indent}subgraph cluster_${dotId} {`);
       lines.push(`${indent}  id="${dotId}"; ${Object.entries({ ...attrs, label: truncate(c.label, 60) })
-        .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="${NODE_FONT_SIZE}";`);
+        .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="${font}";`);
       for (const line of body.get(c.id) || []) lines.push(`${indent}  ${line}`);
       lines.push(...emitCluster(c.id, indent + "  "));
       lines.push(`${indent}}`);

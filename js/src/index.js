@@ -9,18 +9,25 @@
  */
 import css from "./style.css";
 import { h, fill } from "./dom.js";
-import { indexSteps, visibleGraphSteps, runSliced, toDotSteps, layoutKey, expandedToShow, tooltipFor, drawnKeys, nodeKey, resolveRankdir, NODE_FONT_SIZE, MIN_LABEL_PX } from "./graph.js";
+import { indexSteps, visibleGraphSteps, runSliced, toDotSteps, layoutKey, expandedToShow, tooltipFor, resolveRankdir, COLORS } from "./graph.js";
 import { highlightSets, highlightDotIds } from "./highlight.js";
-import { search } from "./search.js";
+import { searchPanel } from "./search.js";
 import { LayoutClient } from "./layout.js";
 import { GraphView, afterFrame, yieldToEventLoop } from "./view.js";
-import { weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel, attachVerification, COMPARE_ROW_HEIGHT } from "./panels.js";
-import { legendPanel, legendEntries, HIGHLIGHT_KEYS } from "./legend.js";
+import { weightRow, groupRow, diagnosticRow, weightDetail, VirtualList, inspectorPanel, attachVerification, sidePanels, COMPARE_ROW_HEIGHT, ROW_HEIGHT } from "./panels.js";
+import { graphLegend } from "./legend.js";
 import { logPositions } from "./live/graph-colour.js";
 import { decodeFloat32, relationMagnitudes } from "./live/series.js";
 import { formatNumber } from "./live/plots.js";
 import { warmFonts } from "./fonts.js";
 import { LivePanels } from "./live/index.js";
+import { Appearance, buildToolbar, graphScales, stepScale } from "./appearance.js";
+import { watchPageTheme } from "./theme.js";
+import { GraphKeyboard } from "./keyboard.js";
+
+/** Graphs of at most this many drawn nodes are laid out both ways when `rankdir` is "auto":
+ * the direction whose whole graph comes out larger on screen wins. */
+const BOTH_DIRECTIONS_MAX = 150;
 
 /** @typedef {import("./types.js").Selection} Selection */
 
@@ -56,6 +63,8 @@ export class ExplorerApp {
     this.listen("change:view_model", () => this.rebuild());
     this.listen("change:expanded", () => this.relayout());
     this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
+    this.listen("change:scale", () => this.guard(() => this.applyScale(true)));
+    this.stopThemeWatch = watchPageTheme(() => this.guard(() => this.applyTheme(true)));
     this.listen("change:highlight", () => this.guard(() => this.onHighlightChange()));
     this.listen("change:selected", () => this.guard(() => this.onSelectedChange()));
     this.listen("change:error", () => this.showPythonError());
@@ -63,6 +72,7 @@ export class ExplorerApp {
     this.listen("change:verification", () => this.guard(() => this.applyVerification(true)));
     this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
     this.applyOptions();
+    this.applyScale(false);
     this.disposed = false;
     this.guard(() => this.start());
   }
@@ -95,28 +105,21 @@ export class ExplorerApp {
 
   buildDom() {
     const style = h("style", {}, css);
-    this.searchInput = /** @type {HTMLInputElement} */ (h("input", { class: "etp-search", type: "search",
-      placeholder: "search (regex): primitive, var, weight, state", "aria-label": "search" }));
-    this.searchInput.addEventListener("input", () => this.guard(() => this.runSearch()));
-    this.searchInput.addEventListener("keydown", (e) => { if (e.key === "Enter") this.guard(() => this.jumpToFirstResult()); });
-    this.titleEl = h("span", { class: "etp-title" });
-    this.statusEl = h("span", { class: "etp-status-text" });
-    const button = (/** @type {string} */ label, /** @type {string} */ action, /** @type {() => void} */ fn) =>
-      h("button", { class: "etp-button", "data-action": action, title: label, onclick: () => this.guard(fn) }, label);
-    const toolbar = h("div", { class: "etp-toolbar" }, this.titleEl, this.searchInput,
-      button("Fit", "fit", () => this.view.fit()),
-      button("+", "zoom-in", () => this.view.zoom(1.25)),
-      button("−", "zoom-out", () => this.view.zoom(0.8)),
-      button("Collapse all", "collapse-all", () => this.setExpanded([])),
-      button("Export SVG", "export-svg", () => this.downloadSvg()),
-      this.statusEl);
+    const toolbar = buildToolbar(this);
     this.graphPane = h("div", { class: "etp-graph-pane" });
     this.loadingEl = h("div", { class: "etp-loading" }, "laying out…");
     this.graphPane.append(this.loadingEl);
     this.view = new GraphView(this.graphPane, {
       onClick: (dotId) => this.guard(() => this.onGraphClick(dotId)),
       onBackground: () => this.guard(() => this.select({})),
-    }, { minScale: MIN_LABEL_PX / NODE_FONT_SIZE });
+      onView: () => this.showViewStatus(),
+    });
+    this.keyboard = new GraphKeyboard(this.graphPane, this.view, {
+      select: (dotId) => this.guard(() => this.onGraphClick(dotId)),
+      clear: () => this.guard(() => this.select({})),
+      start: () => this.selectedDotId(),
+      changed: () => this.scheduleLegend(),
+    });
     // the legend: under the graph (always in view beside it), entries of what is drawn
     this.legendEl = h("div", { class: "etp-legend-bar", "data-panel": "legend", "data-legend": "" });
     this.graphCol = h("div", { class: "etp-graph-col" }, this.graphPane, this.legendEl);
@@ -126,39 +129,70 @@ export class ExplorerApp {
       this.colourObserver = new MutationObserver(() => this.scheduleLegend());
       this.colourObserver.observe(this.graphPane, { subtree: true, attributes: true, attributeFilter: ["data-trace-position"] });
     }
-    const section = (/** @type {string} */ name, /** @type {string} */ title, /** @type {string} */ help, open = true) => {
-      const body = h("div", { "data-panel-body": name });
-      return [h("details", { class: "etp-section", "data-panel": name, open }, h("summary", { title: help }, title), body), body];
-    };
-    const [searchSec, searchBody] = section("search", "Search results", "What matches the search; click one to find it on the graph.");
-    const [inspSec, inspBody] = section("inspector", "Inspector",
-      "What you clicked, in plain words. Hover a line for the technical details.");
-    const [wSec, wBody] = section("weights", "Weights",
-      "Every weight of the model and how it is learned: online (from its eligibility trace), as a readout (exact, same step) or not at all. Click one to see its path on the graph.");
-    const [gSec, gBody] = section("groups", "Groups",
-      "Hidden states updated together: the learner keeps one eligibility trace per weight and group.");
-    const [dSec, dBody] = section("diagnostics", "Diagnostics",
-      "The compiler's notes (for developers): why each weight is or is not learned online.", false);
-    searchSec.hidden = true;
-    this.sections = { search: searchSec, inspector: inspSec, weights: wSec, groups: gSec, diagnostics: dSec, legend: this.legendEl };
-    this.bodies = { search: searchBody, inspector: inspBody, weights: wBody, groups: gBody, diagnostics: dBody, legend: this.legendEl };
-    this.side = h("div", { class: "etp-side" }, searchSec, inspSec, wSec, gSec, dSec);
+    const { sections, bodies, side } = sidePanels();
+    this.sections = { ...sections, legend: this.legendEl };
+    this.bodies = { ...bodies, legend: this.legendEl };
+    this.side = side;
     this.errorEl = h("div", { class: "etp-error", role: "alert", hidden: true });
     // The live region: its own element and API (LivePanels), filled by the live session.
     this.liveEl = h("div", { class: "etp-live", "data-region": "live", hidden: true });
     this.live = new LivePanels(this.liveEl, this);
-    this.root = h("div", { class: "etp-explorer" }, style, toolbar,
-      h("div", { class: "etp-main" }, this.graphCol, this.side), this.liveEl, this.errorEl);
+    // the graph area (toolbar, graph, legend, side panels) is `height` tall; a live run's
+    // panels come below it
+    this.top = h("div", { class: "etp-top" }, toolbar, h("div", { class: "etp-main" }, this.graphCol, this.side));
+    this.root = h("div", { class: "etp-explorer" }, style, this.top, this.liveEl, this.errorEl);
+    this.appearance = new Appearance(this.root);
     this.el.append(this.root);
   }
 
   applyOptions() {
     const options = this.model.get("options") || {};
-    this.root.style.height = `${Number(options.height) || 600}px`;
+    this.top.style.height = `${Number(options.height) || 600}px`;
+    this.applyTheme(false);
     const panels = options.panels;
     if (Array.isArray(panels)) {
       for (const [name, sec] of Object.entries(this.sections)) if (name !== "search") sec.hidden = !panels.includes(name);
     }
+  }
+
+  /** The `scale` trait: text sizes, then (`relayout`) the graph at its new font size and the panels' rows. */
+  applyScale(relayout = true) {
+    const scale = this.appearance.setScale(this.model.get("scale"));
+    this.scaleEl.textContent = `${Math.round(scale * 100)} %`;
+    const { minScale, fitMinScale } = graphScales(scale);
+    Object.assign(this.view, { minScale, fitMinScale });
+    if (!relayout) return;
+    this.relayout();
+    if (this.index) this.renderPanels();
+  }
+
+  /** A- / A+: the next text scale, written to the `scale` trait (Python sees it). @param {1 | -1} direction */
+  setScale(direction) {
+    this.model.set("scale", stepScale(this.appearance.scale, direction));
+    this.model.save_changes();
+  }
+
+  /** The theme (option or JupyterLab's) and its colours; a change of theme redraws the graph. */
+  applyTheme(relayout = true) {
+    const before = this.appearance.dark;
+    const palette = this.index ? this.index.palette : { ...COLORS, ...((this.model.get("view_model") || {}).palette || {}) };
+    const colours = this.appearance.setTheme((this.model.get("options") || {}).theme, palette);
+    if (this.index) this.index.colours = colours;
+    if (relayout && before !== this.appearance.dark) { this.legendSignature = ""; this.relayout(); }
+  }
+
+  /** The DOT id of the selected node (where keyboard focus starts), null when none is drawn. */
+  selectedDotId() {
+    const selected = this.model.get("selected") || {};
+    return this.graph && selected.kind === "node" ? this.graph.nodeToDot.get(String(selected.id)) || null : null;
+  }
+
+  /** The status line's note on a view that shows part of the graph (after fit, zoom, drag). */
+  showViewStatus() {
+    if (!this.graph || !this.statusBase) return;
+    const partial = this.view.isPartial();
+    this.root.toggleAttribute("data-partial-view", partial);
+    this.statusEl.textContent = this.statusBase + (partial ? " · part of the graph: drag to see more, Fit shows all" : "");
   }
 
   /** Run `fn`, showing any error in the widget instead of dying. */
@@ -205,6 +239,7 @@ export class ExplorerApp {
       await yieldToEventLoop();
       if (!isCurrent()) return;
       this.index = index || null;
+      this.applyTheme(false);
       this.applyVerification(false);
       this.titleEl.textContent = this.index ? String(this.index.vm.title || "etp_viz") : "etp_viz (no graph)";
       // each step in its own task and frame: together (last index slice, legend, first graph
@@ -228,46 +263,59 @@ export class ExplorerApp {
   async relayout() {
     if (!this.index) return;
     const generation = ++this.generation;
+    const isCurrent = () => generation === this.generation;
     const start = performance.now();
     const synced = this.model.get("options") || {};
-    // "auto": left to right in a wide pane, top to bottom in a tall one
-    const options = { ...synced, rankdir: resolveRankdir(synced.rankdir, this.view.paneSize()) };
+    const pane = this.view.paneSize();
+    const common = { ...synced, font_size: graphScales(this.appearance.scale).font, theme: this.appearance.dark ? "dark" : "light" };
     const index = this.index;
-    const graph = await runSliced(visibleGraphSteps(index, this.expanded(), options), yieldToEventLoop,
-      { isCurrent: () => generation === this.generation });
-    if (!graph || generation !== this.generation || index !== this.index) return;
-    const key = layoutKey(graph.expanded, options);
-    const cached = this.layout.cache.has(key);
-    const dotText = await runSliced(toDotSteps(index, graph, options), yieldToEventLoop,
-      { isCurrent: () => generation === this.generation });
-    if (!dotText || generation !== this.generation || index !== this.index) return;
-    const { dot } = dotText;
-    const dotDone = performance.now();
-    this.statusEl.textContent = `laying out ${graph.nodeCount} nodes…`;
-    this.loadingEl.hidden = false;
-    let result;
-    try {
-      result = await this.layout.layout(key, dot);
-    } catch (error) {
-      if (generation === this.generation) { this.loadingEl.hidden = true; this.statusEl.textContent = "layout failed"; }
-      throw error;
+    const graph = await runSliced(visibleGraphSteps(index, this.expanded(), common), yieldToEventLoop, { isCurrent });
+    if (!graph || !isCurrent() || index !== this.index) return;
+    // "auto": the direction whose whole graph is drawn larger in this pane (a small graph is
+    // laid out both ways), else left to right in a wide pane, top to bottom in a tall one
+    const preferred = resolveRankdir(synced.rankdir, pane);
+    const fixed = synced.rankdir === "TB" || synced.rankdir === "LR" || graph.nodeCount > BOTH_DIRECTIONS_MAX;
+    const directions = fixed ? [preferred] : [preferred, preferred === "LR" ? "TB" : "LR"];
+    let best = null, cached = true, dotDone = start;
+    for (const rankdir of directions) {
+      const options = { ...common, rankdir };
+      const key = layoutKey(graph.expanded, options);
+      cached = cached && this.layout.cache.has(key);
+      const dotText = await runSliced(toDotSteps(index, graph, options), yieldToEventLoop, { isCurrent });
+      if (!dotText || !isCurrent() || index !== this.index) return;
+      dotDone = performance.now();
+      this.statusEl.textContent = `laying out ${graph.nodeCount} nodes…`;
+      this.loadingEl.hidden = false;
+      let result;
+      try {
+        result = await this.layout.layout(key, dotText.dot);
+      } catch (error) {
+        if (isCurrent()) { this.loadingEl.hidden = true; this.statusEl.textContent = "layout failed"; }
+        throw error;
+      }
+      if (!isCurrent()) return;
+      const fit = Math.min(pane.width / (result.layout.width + 20), pane.height / (result.layout.height + 20));
+      // the other direction must be clearly better (5 %) to beat the pane's own preference
+      if (!best || fit > best.fit * 1.05) best = { key, options, result, fit };
     }
-    if (generation !== this.generation) return;
+    if (!best) return;
+    const { key, options, result } = best;
     const layoutDone = performance.now();
     const tooltip = (/** @type {string} */ dotId) => this.index ? tooltipFor(this.index, graph, dotId) : "";
     // Built in short slices (GraphView.build): the UI thread never blocks for long.
-    const mounted = await this.view.build(result.layout, tooltip,
-      { isCurrent: () => generation === this.generation, rankdir: options.rankdir });
-    if (!mounted || generation !== this.generation) return;
+    this.statusBase = "";
+    const mounted = await this.view.build(result.layout, tooltip, { isCurrent, rankdir: options.rankdir });
+    if (!mounted || !isCurrent()) return;
     this.graph = graph;
+    this.graphPane.setAttribute("data-rankdir", options.rankdir);
     this.applyHighlight(Boolean(this.centrePending));
+    this.keyboard.refresh();
     this.renderLegend();
     this.centrePending = false;
     this.loadingEl.hidden = true;
     const end = performance.now();
-    const partial = this.view.box.w < this.view.base.w || this.view.box.h < this.view.base.h;
-    this.statusEl.textContent = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`
-      + (partial ? " · drag to see more, Fit shows all" : "");
+    this.statusBase = `${graph.nodeCount} nodes · ${graph.edges.length} edges · ${Math.round(end - start)} ms`;
+    this.showViewStatus();
     this.timings.push({ key, nodes: graph.nodeCount, cached, dotMs: dotDone - start, layoutMs: layoutDone - dotDone,
       workerMs: result.ms, mountMs: end - layoutDone, totalMs: end - start });
     this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
@@ -289,45 +337,15 @@ export class ExplorerApp {
     this.legendFrame = requestAnimationFrame(() => { this.legendFrame = 0; this.guard(() => this.renderLegend()); });
   }
 
-  /**
-   * The legend of what is on screen: the drawn graph's marks (./graph.js drawnKeys), the
-   * selection's highlights and, while weight ops are coloured by trace size, the colour bar.
-   */
+  /** The legend of what is on screen (./legend.js graphLegend). */
   renderLegend() {
-    if (!this.index || !this.graph) return;
-    const view = this.view;
-    const keys = drawnKeys(this.index, this.graph, (dotId) => view.items.has(dotId));
-    for (const cls of this.highlightClasses || []) if (HIGHLIGHT_KEYS[cls]) keys.add(HIGHLIGHT_KEYS[cls]);
-    const coloured = Boolean(view.svg && view.svg.querySelector("[data-trace-position]"));
-    if (coloured) keys.add("trace");
-    let entries = legendEntries(this.index.vm.legend, keys);
-    if (coloured) {
-      // weight ops filled by trace size: their swatch shows the colour map, not the fill they lost
-      const plain = this.uncolouredKeys();
-      entries = entries.map((e) => (e.key.startsWith("etp") && !plain.has(e.key) ? { ...e, fill: "ramp" } : e));
-    }
-    const traceRange = coloured ? this.traceRange() : null;
-    // live frames recolour the graph ~20 times a second: rebuild only what changed
-    const signature = JSON.stringify([entries.map((e) => [e.key, e.fill]), traceRange]);
-    if (signature === this.legendSignature && this.legendEl.firstChild) return;
-    this.legendSignature = signature;
-    fill(this.legendEl, [legendPanel(entries, { traceRange })]);
-  }
-
-  /** Legend keys of the drawn nodes that keep their own fill (not coloured by trace size). */
-  uncolouredKeys() {
-    const keys = new Set();
-    if (!this.graph || !this.index) return keys;
-    for (const item of this.graph.items) {
-      const el = item.node ? this.view.elements.get(item.dotId) : null;
-      if (el && item.node && !el.hasAttribute("data-trace-position")) keys.add(nodeKey(item.node));
-    }
-    return keys;
+    graphLegend(this);
   }
 
   /** The range of the live trace colouring (formatted), from the live panels' series. */
   traceRange() {
     const live = /** @type {any} */ (this.live);
+    if (live && typeof live.traceRange === "function") return live.traceRange(); // 0 … run max
     if (!live || typeof live.visibleSeries !== "function") return null;
     const { min, max } = logPositions(relationMagnitudes(live.visibleSeries()));
     return Number.isFinite(min) ? { min: formatNumber(min), max: formatNumber(max) } : null;
@@ -391,12 +409,14 @@ export class ExplorerApp {
       if (generation !== this.panelsGeneration || index !== this.index) return;
       // compare mode: a weight's name on its own line above its claim chips (never cut)
       const twoLines = name === "weights" && items.some((w) => (w.claims || []).length);
+      const scale = this.appearance.scale;
+      const height = (twoLines ? COMPARE_ROW_HEIGHT : ROW_HEIGHT) * scale;
       const list = new VirtualList(items, (/** @type {any} */ item, /** @type {boolean} */ active) => row(item, active, select),
-        keyOf, { empty, ...(twoLines ? { rowHeight: COMPARE_ROW_HEIGHT, maxHeight: 6 * COMPARE_ROW_HEIGHT } : {}) });
+        keyOf, { empty, label: name, rowHeight: height, maxHeight: twoLines ? 6 * height : 220 * scale });
       this.lists[name] = list;
       const parts = [list.el];
       if (name === "weights") parts.push(this.weightDetailEl = h("div", { class: "etp-detail-slot" }));
-      if (twoLines) parts.unshift(h("div", { class: "etp-dim", "data-claim-key": "" }, "= exact · ≈ approximate · ∅ no online gradient"));
+      if (twoLines) parts.unshift(h("div", { class: "etp-dim", "data-claim-key": "" }, "= exact (solid outline) · ≈ approximate (dashed) · ∅ no online gradient (dotted)"));
       fill(this.bodies[name], parts);
     }
     this.markSelection(true);
@@ -491,24 +511,7 @@ export class ExplorerApp {
   }
 
   runSearch() {
-    const pattern = this.searchInput.value;
-    const section = this.sections.search;
-    this.searchInput.classList.remove("invalid");
-    if (!pattern || !this.index) { section.hidden = true; this.view.highlight(new Map()); return; }
-    let results;
-    try {
-      results = search(this.index, pattern);
-    } catch (error) {
-      this.searchInput.classList.add("invalid");
-      fill(this.bodies.search, [h("div", { class: "etp-dim" }, `invalid regular expression: ${/** @type {any} */ (error).message}`)]);
-      section.hidden = false;
-      return;
-    }
-    this.searchResults = results;
-    section.hidden = false;
-    fill(this.bodies.search, [h("div", { class: "etp-results" },
-      results.length ? results.map((r) => h("div", { class: "etp-row", "data-result": `${r.kind}:${r.id}`,
-        onclick: () => this.guard(() => this.jumpTo(r)) }, r.text)) : [h("div", { class: "etp-dim" }, "no match")])]);
+    this.searchResults = searchPanel(this, this.searchInput, this.sections.search, this.bodies.search);
   }
 
   jumpToFirstResult() {
@@ -522,7 +525,7 @@ export class ExplorerApp {
   }
 
   exportSvg() {
-    return this.view.exportSvg();
+    return this.view.exportSvg(this.index ? this.index.colours : COLORS);
   }
 
   downloadSvg() {
@@ -569,6 +572,7 @@ export class ExplorerApp {
 
   dispose() {
     this.disposed = true;
+    this.stopThemeWatch();
     if (this.colourObserver) this.colourObserver.disconnect();
     if (this.legendFrame) cancelAnimationFrame(this.legendFrame);
     this.rebuildGeneration++;

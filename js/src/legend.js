@@ -11,6 +11,7 @@
  * check that every colour on the graph has an entry.
  */
 import { h } from "./dom.js";
+import { drawnKeys, nodeKey } from "./graph.js";
 import { sequential, css } from "./live/colormap.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -117,4 +118,44 @@ export function legendPanel(entries, live = {}) {
     h("div", { class: "etp-legend-item", role: "listitem", "data-key": e.key, title: e.title || e.label,
       "data-colours": [e.fill, e.stroke].filter((c) => c && c !== "ramp").join(" ").toLowerCase() },
     e.swatch === "ramp" ? colourBar(live.traceRange || null) : swatch(e), h("span", {}, e.label))));
+}
+
+/**
+ * The legend of what is on screen, into the app's legend bar: the drawn graph's marks
+ * (./graph.js drawnKeys), the selection's highlights, the keyboard focus ring and, while weight
+ * ops are coloured by trace size, the colour bar; swatches in the page's theme.
+ * @param {any} app  the ExplorerApp (./index.js)
+ */
+export function graphLegend(app) {
+  if (!app.index || !app.graph) return;
+  const view = app.view;
+  const keys = drawnKeys(app.index, app.graph, (dotId) => view.items.has(dotId));
+  for (const cls of app.highlightClasses || []) if (HIGHLIGHT_KEYS[cls]) keys.add(HIGHLIGHT_KEYS[cls]);
+  const coloured = Boolean(view.svg && view.svg.querySelector("[data-trace-position]"));
+  if (coloured) keys.add("trace");
+  if (view.ring) keys.add("focus");
+  const hex = app.appearance.hex();
+  let entries = legendEntries(app.index.vm.legend, keys).map((e) => ({ ...e, fill: hex(e.fill), stroke: hex(e.stroke) }));
+  if (coloured) {
+    // weight ops filled by trace size: their swatch shows the colour map, not the fill they lost
+    const plain = uncolouredKeys(app);
+    entries = entries.map((e) => (e.key.startsWith("etp") && !plain.has(e.key) ? { ...e, fill: "ramp" } : e));
+  }
+  const traceRange = coloured ? app.traceRange() : null;
+  // live frames recolour the graph ~20 times a second: rebuild only what changed
+  const signature = JSON.stringify([entries.map((e) => [e.key, e.fill, e.stroke]), traceRange]);
+  if (signature === app.legendSignature && app.legendEl.firstChild) return;
+  app.legendSignature = signature;
+  app.legendEl.replaceChildren(legendPanel(entries, { traceRange }));
+}
+
+/** Legend keys of the drawn nodes that keep their own fill (not coloured by trace size). @param {any} app */
+function uncolouredKeys(app) {
+  const keys = new Set();
+  if (!app.graph || !app.index) return keys;
+  for (const item of app.graph.items) {
+    const el = item.node ? app.view.elements.get(item.dotId) : null;
+    if (el && item.node && !el.hasAttribute("data-trace-position")) keys.add(nodeKey(item.node));
+  }
+  return keys;
 }

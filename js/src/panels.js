@@ -26,8 +26,19 @@ export function statusText(w) {
   return `${CLAIM_WORD[/** @type {keyof CLAIM_WORD} */ (w.status)] || w.status} · ${w.claim}`;
 }
 
-/** Height of one row of the weights/groups/diagnostics lists (px; fixed: the lists are virtual). */
+/** Height of one row of the weights/groups/diagnostics lists (px at text scale 1; fixed: the
+ * lists are virtual). */
 export const ROW_HEIGHT = 20;
+let listCount = 0;
+
+/** Whether `el` got the focus from the keyboard (not a click): `:focus-visible`. @param {Element} el */
+export function keyboardFocus(el) {
+  try {
+    return el.matches(":focus-visible");
+  } catch {
+    return true;
+  }
+}
 
 /**
  * A virtual list: only the rows in view (plus a few either side) are in the DOM, each at a
@@ -35,6 +46,10 @@ export const ROW_HEIGHT = 20;
  * the scroll position, then build the rows on the next frame) swaps them. The list's height is
  * set here, never read back, so nothing forces a synchronous layout. A model with hundreds of
  * weights and diagnostics costs ~15 rows per list, whatever its size.
+ *
+ * Keyboard: the list is one Tab stop (a listbox); Up/Down, Page Up/Down, Home/End move the
+ * focused row (dashed ring, brought into view), Enter or Space selects it as a click does.
+ * Screen readers follow `aria-activedescendant`.
  * @template T
  */
 export class VirtualList {
@@ -42,9 +57,12 @@ export class VirtualList {
    * @param {T[]} items
    * @param {(item: T, active: boolean) => Element} makeRow
    * @param {(item: T) => string} keyOf
-   * @param {{rowHeight?: number, maxHeight?: number, overscan?: number, empty?: string}} [options]
+   * @param {{rowHeight?: number, maxHeight?: number, overscan?: number, empty?: string, label?: string}} [options]
    */
   constructor(items, makeRow, keyOf, options = {}) {
+    this.idPrefix = `etp-vlist-${++listCount}`;
+    /** row index with the keyboard focus (-1: none yet) */
+    this.focusIndex = -1;
     this.items = items;
     this.makeRow = makeRow;
     this.keyOf = keyOf;
@@ -61,8 +79,16 @@ export class VirtualList {
     this.rows = new Map();
     this.frame = 0;
     this.inner = h("div", { class: "etp-vlist-inner", style: { height: `${items.length * this.rowHeight}px` } });
-    this.el = h("div", { class: "etp-list etp-vlist", role: "list", style: { height: `${this.viewport}px` } },
-      items.length ? this.inner : h("div", { class: "etp-dim" }, options.empty || "none"));
+    this.el = h("div", { class: "etp-list etp-vlist", role: "listbox", tabindex: items.length ? 0 : -1,
+      "aria-label": `${options.label || "list"}: arrow keys move, Enter selects`, style: { height: `${this.viewport}px` } },
+    items.length ? this.inner : h("div", { class: "etp-dim" }, options.empty || "none"));
+    this.el.addEventListener("keydown", (event) => this.onKey(event));
+    this.el.addEventListener("focus", () => {
+      // a click focuses the list too: only a keyboard focus (Tab) puts the ring on a row
+      if (!keyboardFocus(this.el)) return;
+      const active = this.positions.get(this.activeKey);
+      this.moveFocus(this.focusIndex >= 0 ? this.focusIndex : active ?? 0);
+    });
     this.el.addEventListener("scroll", () => {
       this.scrollTop = this.el.scrollTop; // read only: the rows are written on the next frame
       if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.render(); });
@@ -83,8 +109,12 @@ export class VirtualList {
       let row = force ? undefined : this.rows.get(i);
       if (!row) {
         const item = this.items[i];
-        row = this.makeRow(item, this.keyOf(item) === this.activeKey);
-        row.setAttribute("role", "listitem");
+        const active = this.keyOf(item) === this.activeKey;
+        row = this.makeRow(item, active);
+        row.setAttribute("role", "option");
+        row.setAttribute("aria-selected", String(active));
+        row.id = `${this.idPrefix}-${i}`;
+        row.classList.toggle("focused", i === this.focusIndex);
         /** @type {HTMLElement} */ (row).style.top = `${i * this.rowHeight}px`;
       }
       rows.set(i, row);
@@ -102,9 +132,18 @@ export class VirtualList {
    */
   setActive(key, reveal = false) {
     this.activeKey = key;
-    for (const [i, row] of this.rows) row.classList.toggle("active", this.keyOf(this.items[i]) === key);
+    for (const [i, row] of this.rows) {
+      const active = this.keyOf(this.items[i]) === key;
+      row.classList.toggle("active", active);
+      row.setAttribute("aria-selected", String(active));
+    }
     const i = this.positions.get(key);
     if (!reveal || i === undefined) return;
+    this.scrollTo(i);
+  }
+
+  /** Bring row `i` into view (a scroll write; the rows of the new window are built now). */
+  scrollTo(/** @type {number} */ i) {
     const top = i * this.rowHeight;
     let scroll = this.scrollTop;
     if (top < scroll) scroll = top;
@@ -113,6 +152,31 @@ export class VirtualList {
     this.scrollTop = scroll;
     this.el.scrollTop = scroll; // a write; the scroll event that follows reads the same value
     this.render();
+  }
+
+  /** Move the keyboard focus to row `i` (clamped), in view. */
+  moveFocus(/** @type {number} */ i) {
+    const n = this.items.length;
+    if (!n) return;
+    this.focusIndex = Math.max(0, Math.min(n - 1, i));
+    this.scrollTo(this.focusIndex);
+    for (const [j, row] of this.rows) row.classList.toggle("focused", j === this.focusIndex);
+    this.el.setAttribute("aria-activedescendant", `${this.idPrefix}-${this.focusIndex}`);
+  }
+
+  /** @param {KeyboardEvent} event */
+  onKey(event) {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    const page = Math.max(1, Math.floor(this.viewport / this.rowHeight) - 1);
+    const moves = /** @type {Record<string, number>} */ ({ ArrowDown: 1, ArrowUp: -1, PageDown: page, PageUp: -page });
+    if (event.key in moves) this.moveFocus(this.focusIndex + moves[event.key]);
+    else if (event.key === "Home") this.moveFocus(0);
+    else if (event.key === "End") this.moveFocus(this.items.length - 1);
+    else if ((event.key === "Enter" || event.key === " ") && this.focusIndex >= 0) {
+      const row = /** @type {HTMLElement | undefined} */ (this.rows.get(this.focusIndex));
+      if (row) row.click();
+    } else return;
+    event.preventDefault();
   }
 
   dispose() {
@@ -126,7 +190,13 @@ export const COMPARE_ROW_HEIGHT = 40;
 
 /** The technical text behind a weight's summary (shown on hover). */
 function weightCodes(/** @type {any} */ w) {
-  return [w.reason, w.claim_reason && `${w.claim}: ${w.claim_reason}`].filter(Boolean).join("\n");
+  return w.detail || [w.reason, w.claim_reason && `${w.claim}: ${w.claim_reason}`].filter(Boolean).join("\n");
+}
+
+/** One learner's claim in plain words (its `summary`) and the compiler's codes (its `detail`,
+ * shown on hover); JSON without them falls back to the claim word and the reason. @param {any} c */
+function claimText(c) {
+  return { plain: c.summary || CLAIM_WORDS[/** @type {keyof CLAIM_WORDS} */ (c.claim)] || c.claim, codes: c.detail || c.reason || "" };
 }
 
 /**
@@ -141,9 +211,10 @@ export function weightRow(w, active, select) {
   const status = statusText(w);
   const claim = w.claim ? ` claim-${w.claim}` : "";
   const chips = (w.claims || []).map((/** @type {any} */ c) => h("span", { class: `etp-claim-chip claim-${c.claim}`, "data-algorithm-claim": `${c.algorithm}:${c.claim}`,
-    title: `${c.algorithm}: ${c.claim}${c.reason ? ` — ${c.reason}` : ""}` }, `${c.algorithm} ${CLAIM_SIGN[/** @type {keyof CLAIM_SIGN} */ (c.claim)] || "?"}`));
-  const verified = w.verified ? h("span", { class: `etp-verified-mark ${w.verified_ok ? "ok" : "bad"}`, "data-verified-mark": w.verified_ok ? "ok" : "bad",
-    title: w.verified }, w.verified_ok ? "✓" : "✗") : null;
+    title: [`${c.algorithm}: ${claimText(c).plain}`, claimText(c).codes].filter(Boolean).join("\n") }, `${c.algorithm} ${CLAIM_SIGN[/** @type {keyof CLAIM_SIGN} */ (c.claim)] || "?"}`));
+  const mark = w.verified_ok ? "ok" : String(w.verified || "").startsWith("–") ? "untested" : "bad";
+  const verified = w.verified ? h("span", { class: `etp-verified-mark ${mark}`, "data-verified-mark": mark,
+    title: w.verified }, { ok: "✓", untested: "–", bad: "✗" }[mark]) : null;
   const name = h("span", { class: "etp-path", "data-weight-name": w.path }, w.path);
   const badge = h("span", { class: `etp-status status-${w.status}${claim}` }, status);
   const title = [`${w.path} (${status})`, w.summary, weightCodes(w)].filter(Boolean).join("\n");
@@ -168,8 +239,8 @@ const CLAIM_SIGN = { exact: "=", approximate: "≈", none: "∅" };
 export function weightDetail(w, withSummary = true) {
   const summary = withSummary ? w.summary || w.reason : "";
   const perAlgorithm = (w.claims || []).length ? h("div", { class: "etp-claims", "data-claims-detail": w.path },
-    ...w.claims.map((/** @type {any} */ c) => h("div", { class: "etp-claim", "data-algorithm": c.algorithm, title: c.reason || "" },
-      h("b", {}, `${c.algorithm}: `), CLAIM_WORDS[/** @type {keyof CLAIM_WORDS} */ (c.claim)] || c.claim))) : null;
+    ...w.claims.map((/** @type {any} */ c) => h("div", { class: "etp-claim", "data-algorithm": c.algorithm, title: claimText(c).codes },
+      h("b", {}, `${c.algorithm}: `), claimText(c).plain))) : null;
   const verified = w.verified ? h("div", { class: "etp-verified", "data-verified": w.path },
     h("b", {}, "measured: "), w.verified) : null;
   // compare mode: the dropped term that explains the gap between the learners (its equations
@@ -324,9 +395,36 @@ export function attachVerification(weights, report) {
     const rows = report.rows.filter((/** @type {any} */ r) => r.path === w.path || String(r.path).startsWith(`${w.path}.`));
     if (!rows.length) continue;
     const bad = rows.filter((/** @type {any} */ r) => r.contradiction);
-    w.verified_ok = !bad.length;
+    // a weight BPTT gives no gradient on this window was not tested: never a tick
+    const untested = rows.filter((/** @type {any} */ r) => r.verified === false);
+    w.verified_ok = !bad.length && !untested.length;
     w.verified = bad.length
       ? `✗ ${bad.map((/** @type {any} */ r) => `${r.path}: ${r.contradiction}`).join("; ")}`
+      : untested.length
+      ? `– not verified: ${String(untested[0].unverified || "BPTT's gradient is zero here")}`
       : `✓ ${rows.map((/** @type {any} */ r) => `${r.path.slice(w.path.length + 1) || r.path}: cos ${fmt(r.cosine)}, rel. err ${fmt(r.relative_error)}`).join("; ")}`;
   }
+}
+
+/**
+ * The side column's sections (search results, inspector, weights, groups, diagnostics): each a
+ * <details> with a titled summary (its help on hover) and a body the app fills.
+ * @returns {{sections: Record<string, HTMLElement>, bodies: Record<string, HTMLElement>, side: HTMLElement}}
+ */
+export function sidePanels() {
+  /** @type {Record<string, HTMLElement>} */
+  const sections = {}, bodies = {};
+  const section = (/** @type {string} */ name, /** @type {string} */ title, /** @type {string} */ help, open = true) => {
+    bodies[name] = h("div", { "data-panel-body": name });
+    sections[name] = h("details", { class: "etp-section", "data-panel": name, open }, h("summary", { title: help }, title), bodies[name]);
+  };
+  section("search", "Search results", "What matches the search; click one to find it on the graph.");
+  section("inspector", "Inspector", "What you clicked, in plain words. Hover a line for the technical details.");
+  section("weights", "Weights",
+    "Every weight of the model and how it is learned: online (from its eligibility trace), as a readout (exact, same step) or not at all. Click one to see its path on the graph.");
+  section("groups", "Groups", "Hidden states updated together: the learner keeps one eligibility trace per weight and group.");
+  section("diagnostics", "Diagnostics", "The compiler's notes (for developers): why each weight is or is not learned online.", false);
+  sections.search.hidden = true;
+  const side = h("div", { class: "etp-side" }, ...Object.values(sections));
+  return { sections, bodies, side };
 }

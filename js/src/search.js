@@ -1,5 +1,7 @@
 // @ts-check
-/** Regex search over primitives, labels, var names, weight and state paths. Pure. */
+/** Regex search over primitives, labels, var names, weight and state paths (`search`: pure),
+ * and the search box's results panel (`searchPanel`). */
+import { h, fill } from "./dom.js";
 
 /** @typedef {{kind: string, id: string, node: string | null, text: string}} SearchResult */
 
@@ -36,5 +38,34 @@ export function search(index, pattern, limit = 200) {
   for (const e of index.vm.edges) {
     if (e.var != null && re.test(String(e.var))) hit({ kind: "edge", id: e.id, node: e.target, text: `var ${e.var}: ${e.aval || ""} (${e.source} → ${e.target})` });
   }
+  return results;
+}
+
+/**
+ * Search for the box's pattern and show the results (a click jumps to one) or why there are
+ * none in the search section; returns the results (Enter in the box jumps to the first).
+ * @param {any} app  the ExplorerApp (./index.js): index, view, guard, jumpTo
+ * @param {HTMLInputElement} input
+ * @param {HTMLElement} section
+ * @param {HTMLElement} body
+ * @returns {SearchResult[]}
+ */
+export function searchPanel(app, input, section, body) {
+  const pattern = input.value;
+  input.classList.remove("invalid");
+  if (!pattern || !app.index) { section.hidden = true; app.view.highlight(new Map()); return []; }
+  let results;
+  try {
+    results = search(app.index, pattern);
+  } catch (error) {
+    input.classList.add("invalid");
+    fill(body, [h("div", { class: "etp-dim" }, `invalid regular expression: ${/** @type {any} */ (error).message}`)]);
+    section.hidden = false;
+    return [];
+  }
+  section.hidden = false;
+  fill(body, [h("div", { class: "etp-results" },
+    results.length ? results.map((r) => h("div", { class: "etp-row", "data-result": `${r.kind}:${r.id}`,
+      onclick: () => app.guard(() => app.jumpTo(r)) }, r.text)) : [h("div", { class: "etp-dim" }, "no match")])]);
   return results;
 }

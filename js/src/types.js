@@ -18,6 +18,7 @@
  * @property {Selection} selected  what the user selected (JS writes; Python via select())
  * @property {Selection} highlight  what is highlighted (JS and Python write)
  * @property {Options} options  validated display options (Python writes)
+ * @property {number} scale  text size factor of the page, 0.5-3 (Python writes; the A-/A+ buttons too)
  * @property {string} error  an error from Python, shown in the widget ("" when none)
  * @property {any} [verification]  the last `verify()` report (`VerifyReport.to_json()`: `rows` per
  *   weight leaf with `path, claim, cosine, relative_error, contradiction`), null until verified
@@ -73,7 +74,8 @@
 
 /**
  * @typedef {object} Options
- * @property {number} [height]  widget height in px
+ * @property {number} [height]  height of the graph area in px (a live run's panels come below it)
+ * @property {"auto"|"light"|"dark"} [theme]  "auto" (default): JupyterLab's theme
  * @property {"auto"|"TB"|"LR"} [rankdir]  "auto" (default): left to right in a wide pane
  * @property {number} [large_graph_threshold]  visible nodes above which layout is bounded
  * @property {boolean} [show_params]  draw param nodes (otherwise badges only)

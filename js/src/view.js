@@ -1,23 +1,29 @@
 // @ts-check
 /**
  * The SVG graph view: builds the SVG from a layout draw list in short slices, pan (drag), zoom (wheel, buttons),
- * fit, highlight by CSS class, centre on an element, export of the current view.
+ * fit, highlight by CSS class, centre on an element, the keyboard focus ring, export of the current view.
  */
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const HIGHLIGHT_CLASSES = ["hl-selected", "hl-path", "hl-boundary", "hl-cluster", "hl-transition", "hl-slice", "hl-search"];
 
-/** CSS embedded into exported SVGs so highlights survive outside the widget. */
-export const EXPORT_CSS = `
-.hl-selected > polygon, .hl-selected > ellipse, .hl-selected > path { stroke: #000000; stroke-width: 3px; }
-.hl-path > polygon, .hl-path > ellipse { stroke: #e8710a; stroke-width: 3px; }
-.hl-path > path { stroke: #e8710a; stroke-width: 3.5px; }
-.hl-boundary > polygon, .hl-boundary > ellipse { stroke: #d62728; stroke-width: 4px; fill: #ffd6d6; }
-.hl-cluster > polygon, .hl-cluster > path { stroke: #5b8fd0; stroke-width: 4px; }
-.hl-transition > polygon, .hl-transition > ellipse, .hl-transition > path { stroke: #8e44ad; stroke-width: 3px; }
-.hl-slice > polygon, .hl-slice > ellipse, .hl-slice > path { stroke: #e8710a; stroke-width: 3px; }
-.hl-search > polygon, .hl-search > ellipse { stroke: #ff00aa; stroke-width: 3px; }
+/**
+ * CSS embedded into exported SVGs so highlights survive outside the widget, in the theme's
+ * colours (./theme.js; the widget itself draws them from CSS variables, ./style.css).
+ * @param {Record<string, string>} c  colours by name
+ */
+export function exportCss(c) {
+  return `
+.hl-selected > polygon, .hl-selected > ellipse, .hl-selected > path { stroke: ${c.hl_selected}; stroke-width: 3px; }
+.hl-path > polygon, .hl-path > ellipse { stroke: ${c.hl_path}; stroke-width: 3px; }
+.hl-path > path { stroke: ${c.hl_path}; stroke-width: 3.5px; }
+.hl-boundary > polygon, .hl-boundary > ellipse { stroke: ${c.hl_boundary}; stroke-width: 4px; fill: ${c.hl_boundary_fill}; }
+.hl-cluster > polygon, .hl-cluster > path { stroke: ${c.hl_cluster}; stroke-width: 4px; }
+.hl-transition > polygon, .hl-transition > ellipse, .hl-transition > path { stroke: ${c.hl_transition}; stroke-width: 3px; }
+.hl-slice > polygon, .hl-slice > ellipse, .hl-slice > path { stroke: ${c.slice}; stroke-width: 3px; }
+.hl-search > polygon, .hl-search > ellipse { stroke: ${c.hl_search}; stroke-width: 3px; }
 `;
+}
 
 /**
  * Resolve after the next frame (or after 100 ms where frames are not running: hidden tab), to
@@ -84,6 +90,12 @@ export function buildItem(item, tooltip) {
   const title = document.createElementNS(SVG_NS, "title");
   title.textContent = tooltip(item.id);
   g.append(title);
+  if (item.k === "node") {
+    // keyboard and screen readers (./keyboard.js): each node is a button named by its
+    // tooltip's first line (what it is, in plain words)
+    g.setAttribute("role", "button");
+    g.setAttribute("aria-label", (title.textContent || item.id).split("\n")[0]);
+  }
   for (const s of item.s) {
     const el = document.createElementNS(SVG_NS, s.e);
     if (s.e === "polygon") el.setAttribute("points", s.p || "");
@@ -119,23 +131,45 @@ export function fitBox(base, pad = 10) {
 
 /** Pixels per SVG unit below which the first view stops fitting the whole graph (a point is
  * a pixel at 1: Graphviz's 14 pt labels read as ~8 px text at 0.6). The explorer passes its
- * own (./graph.js MIN_LABEL_PX / NODE_FONT_SIZE: labels of at least 10.5 px). */
+ * own (./graph.js firstViewScales: they follow the text scale). */
 export const MIN_FIT_SCALE = 0.6;
 
+/** Smallest on-screen label (px) of a first view that fits the whole graph, at text scale 1. */
+export const FIT_LABEL_PX = 7;
+/** On-screen label size (px) of a first view that shows a part of a graph too big to fit, at
+ * text scale 1 (what the explorer used before text scales). */
+export const WINDOW_LABEL_PX = 10.5;
+
 /**
- * The first view of a layout: the whole graph when it fits the pane at `minScale` pixels per
- * SVG unit or more; otherwise a pane-sized window at `minScale` along the start of the graph
- * (its top, or its left side for a left-to-right layout: where its inputs and first ETP ops
- * are), centred across on the nodes drawn there.
+ * The first view's label sizes in px on screen at text scale `scale`: the whole graph when its
+ * labels come out at `fit` px or more, else a window on the graph's start at `window` px. At
+ * scale 1 (a desk) the overview wins: the graph is fitted down to 7 px labels (zoom in with
+ * the wheel or +). Above 1 (a projector) the floor rises by 19 px per unit of scale, to
+ * 16.5 px at 1.5: labels readable from the back of a room, the rest a drag (or Fit) away.
+ * @param {number} scale
+ * @returns {{fit: number, window: number}}
+ */
+export function firstViewLabelPx(scale) {
+  const s = Number.isFinite(scale) && scale > 0 ? scale : 1;
+  const fit = s <= 1 ? FIT_LABEL_PX * s : FIT_LABEL_PX + 19 * (s - 1);
+  return { fit, window: Math.max(fit, WINDOW_LABEL_PX * s) };
+}
+
+/**
+ * The first view of a layout: the whole graph when it fits the pane at `fitMinScale` pixels
+ * per SVG unit or more (default `minScale`); otherwise a pane-sized window at `minScale`
+ * along the start of the graph (its top, or its left side for a left-to-right layout: where
+ * its inputs and first ETP ops are), centred across on the nodes drawn there.
  * @param {{x: number, y: number, w: number, h: number}} base
  * @param {{width: number, height: number}} rect  the pane's size in pixels
  * @param {Iterable<import("./xdot.js").Item>} [items]
  * @param {string} [rankdir]  "TB" (default) or "LR"
+ * @param {number} [fitMinScale]
  */
-export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad = 10, rankdir = "TB") {
+export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad = 10, rankdir = "TB", fitMinScale = minScale) {
   const fit = fitBox(base, pad);
   if (!(rect.width > 0 && rect.height > 0)) return fit;
-  if (Math.min(rect.width / fit.w, rect.height / fit.h) >= minScale) return fit;
+  if (Math.min(rect.width / fit.w, rect.height / fit.h) >= fitMinScale) return fit;
   const w = Math.min(fit.w, rect.width / minScale);
   const h = Math.min(fit.h, rect.height / minScale);
   const across = rankdir === "LR" ? 1 : 0; // 0: centre x on the top nodes; 1: centre y on the left ones
@@ -184,13 +218,19 @@ export function itemBounds(item) {
 export class GraphView {
   /**
    * @param {HTMLElement} container
-   * @param {{onClick: (dotId: string, event: MouseEvent) => void, onBackground: () => void}} handlers
-   * @param {{minScale?: number}} [options]  `minScale`: pixels per SVG unit of the first view
+   * @param {{onClick: (dotId: string, event: MouseEvent) => void, onBackground: () => void, onView?: () => void}} handlers
+   *   `onView`: the view box changed (fit, zoom, drag, centre)
+   * @param {{minScale?: number, fitMinScale?: number}} [options]  pixels per SVG unit of the
+   *   first view: `fitMinScale` the least at which it fits the whole graph, `minScale` that of
+   *   a window on a graph too big to fit (./graph.js firstViewScales)
    */
   constructor(container, handlers, options = {}) {
     this.container = container;
     this.handlers = handlers;
     this.minScale = options.minScale ?? MIN_FIT_SCALE;
+    this.fitMinScale = options.fitMinScale ?? this.minScale;
+    /** @type {SVGRectElement | null} the keyboard focus ring (./keyboard.js) */
+    this.ring = null;
     this.rankdir = "TB";
     /** @type {SVGSVGElement | null} */
     this.svg = null;
@@ -202,6 +242,8 @@ export class GraphView {
     this.highlighted = [];
     this.drag = null;
     this.moved = false;
+    /** the view is the layout's first view (kept as the pane resizes) until the user moves it */
+    this.firstView = false;
     container.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });
     container.addEventListener("pointerdown", (e) => this.onPointerDown(e));
     container.addEventListener("pointermove", (e) => this.onPointerMove(e));
@@ -215,7 +257,11 @@ export class GraphView {
     if (typeof ResizeObserver === "function") {
       this.resizeObserver = new ResizeObserver((entries) => {
         const r = entries[entries.length - 1].contentRect;
+        const changed = !this.size || this.size.width !== r.width || this.size.height !== r.height;
         this.size = { width: r.width, height: r.height };
+        // the first view follows the pane (the legend filling in under it, a resized window)
+        // until the user zooms, drags or fits
+        if (changed && this.firstView) this.showFirstView();
       });
       this.resizeObserver.observe(container);
     }
@@ -248,7 +294,7 @@ export class GraphView {
     svg.setAttribute("class", "etp-graph etp-building");
     // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
     const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
-    svg.setAttribute("viewBox", boxText(initialBox(base, this.paneSize(), [], this.minScale, 10, rankdir)));
+    svg.setAttribute("viewBox", boxText(initialBox(base, this.paneSize(), [], this.minScale, 10, rankdir, this.fitMinScale)));
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
     const root = document.createElementNS(SVG_NS, "g");
     root.setAttribute("class", "graph");
@@ -288,11 +334,20 @@ export class GraphView {
     this.svg = svg;
     this.highlighted = [];
     this.rankdir = rankdir;
-    this.setBox(initialBox(base, this.paneSize(), drawn.values(), this.minScale, 10, rankdir));
+    this.ring = null;
+    this.showFirstView();
     return true;
   }
 
+  /** The first view of the current layout (./view.js initialBox) for the pane's size now. */
+  showFirstView() {
+    if (!this.svg) return;
+    this.firstView = true;
+    this.setBox(initialBox(this.base, this.paneSize(), this.items.values(), this.minScale, 10, this.rankdir, this.fitMinScale));
+  }
+
   fit() {
+    this.firstView = false;
     this.setBox(fitBox(this.base));
   }
 
@@ -302,6 +357,54 @@ export class GraphView {
     const text = boxText(box);
     // an unchanged viewBox is not written again (that would re-layout every element)
     if (this.svg && this.svg.getAttribute("viewBox") !== text) this.svg.setAttribute("viewBox", text);
+    if (this.handlers.onView) this.handlers.onView();
+  }
+
+  /** The part of the layout on screen (SVG units): the view box widened to the pane's shape
+   * (the SVG keeps its aspect ratio, `meet`). */
+  visibleBox() {
+    const rect = this.rect();
+    const s = Math.min(rect.width / this.box.w, rect.height / this.box.h) || 1;
+    const w = rect.width / s, h = rect.height / s;
+    return { x: this.box.x + (this.box.w - w) / 2, y: this.box.y + (this.box.h - h) / 2, w, h };
+  }
+
+  /** Whether part of the graph is off screen (the status line says so, with "Fit shows all"). */
+  isPartial() {
+    if (!this.svg) return false;
+    const v = this.visibleBox(), b = this.base, eps = 0.5;
+    return v.x > b.x + eps || v.y > b.y + eps || v.x + v.w < b.x + b.w - eps || v.y + v.h < b.y + b.h - eps;
+  }
+
+  /**
+   * Draw the keyboard focus ring (a dashed box, ./style.css `.etp-focus-ring`) around a drawn
+   * element, or remove it (null); pans the view when the element is off screen.
+   * @param {string | null} dotId
+   */
+  focusRing(dotId) {
+    const item = dotId ? this.items.get(dotId) : undefined;
+    const b = item ? itemBounds(item) : null;
+    if (!this.svg || !b) {
+      if (this.ring) this.ring.remove();
+      this.ring = null;
+      return;
+    }
+    if (!this.ring || this.ring.ownerSVGElement !== this.svg) {
+      this.ring = /** @type {SVGRectElement} */ (document.createElementNS(SVG_NS, "rect"));
+      this.ring.setAttribute("class", "etp-focus-ring");
+      this.ring.setAttribute("data-focus-ring", "");
+      this.svg.append(this.ring);
+    }
+    const pad = 5;
+    this.ring.setAttribute("x", String(b[0] - pad)); this.ring.setAttribute("y", String(b[1] - pad));
+    this.ring.setAttribute("width", String(b[2] - b[0] + 2 * pad)); this.ring.setAttribute("height", String(b[3] - b[1] + 2 * pad));
+    this.ring.setAttribute("rx", "6");
+    const v = this.visibleBox();
+    if (b[0] < v.x || b[1] < v.y || b[2] > v.x + v.w || b[3] > v.y + v.h) {
+      const cx = (b[0] + b[2]) / 2, cy = (b[1] + b[3]) / 2;
+      this.firstView = false;
+      this.setBox({ ...this.box, x: cx - this.box.w / 2, y: cy - this.box.h / 2 });
+    }
   }
 
   /** The pane's size on screen (before an SVG exists: the container's), for the first view. */
@@ -331,6 +434,7 @@ export class GraphView {
     const cy = this.box.y + this.box.h / 2 + (fy - 0.5) * rect.height * scale;
     const w = this.box.w / factor;
     const h = this.box.h / factor;
+    this.firstView = false;
     this.setBox({ x: cx - (cx - this.box.x) / factor, y: cy - (cy - this.box.y) / factor, w, h });
   }
 
@@ -359,6 +463,7 @@ export class GraphView {
     const dy = event.clientY - this.drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 4) this.moved = true;
     if (!this.moved) return;
+    this.firstView = false;
     const s = this.scale();
     this.setBox({ ...this.drag.box, x: this.drag.box.x - dx / s, y: this.drag.box.y - dy / s });
   }
@@ -408,6 +513,7 @@ export class GraphView {
     const minZoomW = Math.min(this.base.w, Math.max(needW, 600));
     if (w > minZoomW * 1.5 && needW < w / 3 && needH < h / 3) { h = h * minZoomW / w; w = minZoomW; }
     if (needW > w || needH > h) { const f = Math.max(needW / w, needH / h); w *= f; h *= f; }
+    this.firstView = false;
     this.setBox({ x: cx - w / 2, y: cy - h / 2, w, h });
   }
 
@@ -415,8 +521,8 @@ export class GraphView {
     if (this.resizeObserver) this.resizeObserver.disconnect();
   }
 
-  /** The current view as a standalone SVG document (highlights kept). */
-  exportSvg() {
+  /** The current view as a standalone SVG document (highlights kept, in `colours`). */
+  exportSvg(colours = {}) {
     if (!this.svg) return "";
     const clone = /** @type {SVGSVGElement} */ (this.svg.cloneNode(true));
     clone.setAttribute("xmlns", SVG_NS);
@@ -424,7 +530,9 @@ export class GraphView {
     clone.setAttribute("width", String(Math.round(this.box.w)));
     clone.setAttribute("height", String(Math.round(this.box.h)));
     const style = document.createElementNS(SVG_NS, "style");
-    style.textContent = EXPORT_CSS;
+    style.textContent = exportCss(colours);
+    const ring = clone.querySelector(".etp-focus-ring");
+    if (ring) ring.remove();
     clone.insertBefore(style, clone.firstChild);
     return new XMLSerializer().serializeToString(clone);
   }

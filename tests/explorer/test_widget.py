@@ -42,6 +42,7 @@ def test_traits_from_view_model_json():
         "error",
         "live_panels",
         "verification",
+        "scale",
     }
     assert ex.verification is None  # no report until verify()
 

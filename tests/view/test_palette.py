@@ -10,7 +10,7 @@ import pytest
 
 from etp_viz.view.dot import drawn_legend_keys, legend_html, to_dot
 from etp_viz.view.model import build_view_model
-from etp_viz.view.palette import COLOURS, LEGEND, edge_key, node_key, node_style
+from etp_viz.view.palette import COLOURS, LEGEND, edge_key, node_key, node_style, palette_json
 from etp_viz.view.plain import plain_drop, weight_summary
 from tests.view import models
 
@@ -65,7 +65,7 @@ def test_node_styles_use_the_palette_and_match_their_legend_entry():
 
 def test_view_model_carries_the_palette_and_the_legend(vms):
     data = vms["gru"].to_json()
-    assert data["palette"] == COLOURS
+    assert data["palette"] == palette_json()  # the light colours and the dark theme's
     assert [e["key"] for e in data["legend"]] == [e.key for e in LEGEND]
     assert set(data["legend"][0]) == {"key", "label", "title", "swatch", "fill", "stroke", "line"}
 

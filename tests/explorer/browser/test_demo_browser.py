@@ -102,15 +102,27 @@ def open_demo(open_page, demo_html, width=1400, height=1000):
     return page
 
 
-def test_demo_graph_labels_are_legible_and_the_graph_uses_the_width(open_page, demo_html, tmp_path):
-    """At 1400x1000, the default view of the demo model: every node label renders at >= 10 px
-    (font size x the SVG's scale), and the drawn graph spans the graph pane's width, which is
-    most of the explorer's."""
+def test_demo_graph_is_whole_in_its_first_view_and_uses_the_width(open_page, demo_html, tmp_path):
+    """At 1400x1000, the default view of the demo model shows the whole graph (every node
+    inside the graph pane, nothing said to be off screen, also after Fit), its labels no
+    smaller than the fitted view's floor (7 px at text scale 1: ./view.js firstViewLabelPx),
+    and the drawn graph spans the graph pane's width, which is most of the explorer's."""
     page = open_demo(open_page, demo_html)
+    outside = page.page.evaluate(
+        """() => { const pane = document.querySelector('.etp-graph-pane').getBoundingClientRect();
+          return [...document.querySelectorAll('.etp-graph-pane svg.etp-graph g.node')]
+            .map((g) => [g.id, g.getBoundingClientRect()])
+            .filter(([, r]) => r.left < pane.left - 0.5 || r.right > pane.right + 0.5
+              || r.top < pane.top - 0.5 || r.bottom > pane.bottom + 0.5).map(([id]) => id); }"""
+    )
+    assert outside == [], f"nodes outside the first view: {outside}"
+    for _ in range(2):  # the first view, then after Fit
+        assert "drag to see more" not in page.page.text_content("[data-status]")
+        page.page.click("[data-action=fit]")
     labels = page.page.evaluate(LABEL_PX)
     assert labels, "no node labels drawn"
     smallest = min(labels, key=lambda label: label["px"])
-    assert smallest["px"] >= 10, (
+    assert smallest["px"] >= 7, (
         f"node label {smallest['text']!r} renders at {smallest['px']:.1f} px"
     )
     widths = page.page.evaluate(
