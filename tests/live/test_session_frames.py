@@ -100,7 +100,7 @@ def test_auto_frame_size_aims_at_50ms_frames_in_powers_of_two():
 
 
 def test_auto_pacing_ignores_slow_outliers_and_shrinks_only_on_slow_frames():
-    from etp_viz.live.pacer import Pacer
+    from etp_viz.live.runner import Pacer
 
     pacer = Pacer("auto", "auto", capacity=8192)
     pacer.observe(16, 2.0)  # compiles: not timed
