@@ -564,7 +564,7 @@ class Session(Runner[History]):
 
     def _adapt_frame_size(self, steps: int, seconds: float) -> None:
         """``'auto'`` frame length and measuring interval from a landed frame's time (see
-        :class:`~etp_viz.live.pacer.Pacer`)."""
+        :class:`~etp_viz.live.runner.Pacer`)."""
         self._pacer.observe(steps, seconds)
 
     def _restore(self) -> None:
