@@ -155,7 +155,9 @@ def test_compare_mode_shows_every_name_which_learner_is_exact_and_why_the_gap(ha
     assert all(inside and fits for _, inside, fits in names), names
     # the fidelity panel says which learner is exact; the loss panel is smoothed with chance
     title = p.text_content("[data-live-panel=cosine] [data-live-title]")
-    assert "exact: rtrl" in title
+    assert "exact: rtrl, bptt" in title  # BPTT over each episode is the exact reference
+    titles = p.eval_on_selector_all("[data-live-title]", "els => els.map(e => e.textContent)")
+    assert not any("no learner" in t for t in titles), titles
     assert p.get_attribute("canvas[data-live=loss]", "data-smoothed") is None  # compare: lines
     chance = explorer.live_panels[0]["chance"]
     assert chance == pytest.approx(task.chance_loss)
@@ -164,6 +166,6 @@ def test_compare_mode_shows_every_name_which_learner_is_exact_and_why_the_gap(ha
     p.click(f"[data-weight='{gap['path']}']")
     p.wait_for_selector(f"[data-gap='{gap['path']}']")
     text = p.text_content(f"[data-gap='{gap['path']}']")
-    assert "Why the learners differ" in text and "drop" in text and "exact: rtrl" in text
+    assert "Why the learners differ" in text and "drop" in text and "exact: rtrl, bptt" in text
     p.screenshot(path="/tmp/etp_viz_screenshots/compare_teaching.png", full_page=True)
     assert page.errors == [] and page.aborted == []
