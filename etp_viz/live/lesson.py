@@ -88,8 +88,10 @@ def loss_gap(scores: Mapping[str, Mapping[str, Any]], reference: str) -> dict[st
     out: dict[str, float | None] = {}
     for label, score in scores.items():
         loss = score.get("loss")
-        ok = loss is not None and base is not None and base > 0
-        out[label] = float(loss) / float(base) if ok else None
+        if loss is None or base is None or not base > 0:
+            out[label] = None
+        else:
+            out[label] = float(loss) / float(base)
     return out
 
 
