@@ -161,30 +161,39 @@ def gather_frame(source: DataSource, start: int, n: int) -> FrameData:
     return FrameData(xs, ys, len(pairs), failure)
 
 
-def resettable(state: Any, value: Any) -> bool:
-    """Whether an episode start puts ``state`` back: not a weight, not a random key (a new
-    episode gets new noise), and only numeric or boolean arrays.
+def resettable(state: Any, value: Any) -> Any:
+    """Which leaves of ``state``'s ``value`` an episode start puts back: a tree of bools like
+    ``value``, or None when none is. Never a weight, a ``RandomState`` or a random key (a
+    typed PRNG key, or a legacy ``uint32`` key stored under an entry named ``key``, like
+    UORO's): a new episode gets new noise. Only numeric and boolean leaves.
 
-    >>> import brainstate, jax.numpy as jnp
+    >>> import brainstate, jax, jax.numpy as jnp
     >>> resettable(brainstate.HiddenState(jnp.zeros(3)), jnp.zeros(3))
     True
-    >>> resettable(brainstate.ParamState(jnp.zeros(3)), jnp.zeros(3))
-    False
+    >>> resettable(brainstate.ParamState(jnp.zeros(3)), jnp.zeros(3)) is None
+    True
+    >>> resettable(brainstate.ShortTermState(0), {"key": jax.random.PRNGKey(0), "m": jnp.ones(2)})
+    {'key': False, 'm': True}
     """
     if isinstance(state, brainstate.ParamState):
-        return False
+        return None
     random_state = getattr(brainstate.random, "RandomState", None)
     if random_state is not None and isinstance(state, random_state):
-        return False
-    for leaf in jax.tree.leaves(value):
+        return None
+
+    def leaf_mask(path: tuple, leaf: Any) -> bool:
         dtype = getattr(leaf, "dtype", None)
         if dtype is None:
             dtype = np.asarray(leaf).dtype
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
             return False
-        if not (jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_)):
+        named_key = bool(path) and str(getattr(path[-1], "key", "")) == "key"
+        if named_key and jnp.issubdtype(dtype, jnp.unsignedinteger):
             return False
-    return True
+        return bool(jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_))
+
+    mask = jax.tree_util.tree_map_with_path(leaf_mask, value)
+    return mask if any(jax.tree.leaves(mask)) else None
 
 
 class Episodes:
@@ -196,7 +205,7 @@ class Episodes:
         Steps per episode (the task's ``n_steps``).
     states : iterable of (State, value)
         Each state with the value it had when the session was built; the weights, random
-        keys and non-numeric states are left out (:func:`resettable`).
+        keys and non-numeric leaves are left out (:func:`resettable`).
 
     Examples
     --------
@@ -213,7 +222,11 @@ class Episodes:
         if int(length) < 1:
             raise ValueError(f"an episode has at least one step, got {length}")
         self.length = int(length)
-        self.states = [(state, value) for state, value in states if resettable(state, value)]
+        kept = [(state, value, resettable(state, value)) for state, value in states]
+        #: ``(state, its start value, which leaves are reset)`` of every state reset
+        self.resets = [(state, value, mask) for state, value, mask in kept if mask is not None]
+        #: the states an episode start writes
+        self.states = [(state, value) for state, value, _ in self.resets]
 
     @classmethod
     def of(
@@ -245,16 +258,20 @@ class Episodes:
         return int(step) % self.length == 0
 
     def reset_where(self, start: Any) -> None:
-        """Inside a traced step: every state back to its start where ``start`` (a traced
+        """Inside a traced step: every reset leaf back to its start where ``start`` (a traced
         bool scalar) is true, unchanged elsewhere."""
-        for state, value in self.states:
-            state.value = jax.tree.map(
-                lambda first, now: jnp.where(start, jnp.asarray(first, jnp.result_type(now)), now),
-                value,
-                state.value,
-            )
+
+        def pick(first: Any, now: Any, reset: bool) -> Any:
+            if not reset:
+                return now
+            return jnp.where(start, jnp.asarray(first, jnp.result_type(now)), now)
+
+        for state, value, mask in self.resets:
+            state.value = jax.tree.map(pick, value, state.value, mask)
 
     def reset(self) -> None:
-        """On the host: every state back to its start."""
-        for state, value in self.states:
-            state.value = value
+        """On the host: every reset leaf back to its start."""
+        for state, value, mask in self.resets:
+            state.value = jax.tree.map(
+                lambda first, now, reset: first if reset else now, value, state.value, mask
+            )

@@ -149,3 +149,14 @@ def test_episodes_skip_weights_and_random_keys():
     episodes.reset()
     assert hidden.value.tolist() == [0.0, 0.0] and int(count.value) == 0
     assert weight.value.tolist() == [1.0, 1.0]
+    # a learner's random key (UORO's, a legacy uint32 key under "key") keeps drawing anew
+    influence = brainstate.ShortTermState({"key": jax.random.PRNGKey(0), "m": jnp.zeros(2)})
+    start = influence.value
+    episodes = Episodes(4, [(influence, start)])
+    influence.value = {"key": jax.random.PRNGKey(7), "m": jnp.ones(2)}
+    episodes.reset()
+    assert influence.value["m"].tolist() == [0.0, 0.0]
+    assert influence.value["key"].tolist() == jax.random.PRNGKey(7).tolist()
+    influence.value = {"key": jax.random.PRNGKey(7), "m": jnp.ones(2)}
+    episodes.reset_where(jnp.asarray(False))
+    assert influence.value["m"].tolist() == [1.0, 1.0]
