@@ -79,6 +79,9 @@ def _print_graph_summary(graph: Any, out: Any, algorithm: str = DEFAULT_LEARNER)
     status = dict(getattr(graph, "weight_status", {}) or {})
     claims = _claims_of(graph, algorithm)
     relations = getattr(graph, "hidden_param_op_relations", ()) or ()
+    from etp_viz.compiler.claims.plain import graph_names, plain_reason
+
+    names = graph_names(graph)  # an op is named by its weight, not its equation number
     print(
         f"Compiled graph: {len(relations)} relation(s), "
         f"{len(getattr(graph, 'hidden_groups', ()) or ())} hidden group(s).",
@@ -96,7 +99,7 @@ def _print_graph_summary(graph: Any, out: Any, algorithm: str = DEFAULT_LEARNER)
 
         print(f"  weight {name}: {status_text(str(state), claim.kind)}", file=out)
         if claim.kind != "exact" and claim.reason:
-            print(f"      {claim.reason}", file=out)
+            print(f"      {plain_reason(claim.reason, names).summary}", file=out)
     excluded = [
         r
         for r in getattr(graph, "diagnostics", ())
@@ -104,9 +107,9 @@ def _print_graph_summary(graph: Any, out: Any, algorithm: str = DEFAULT_LEARNER)
         or str(r.kind) in ("param_not_used_by_etp", "trainable_invar_not_paramstate")
     ]
     if excluded:
-        print("Exclusions:", file=out)
+        print("Exclusions (graph.explain(codes=True) has the compiler's records):", file=out)
         for record in excluded:
-            print(f"  - [{record.kind}] {record.message}", file=out)
+            print(f"  - {plain_reason(record.message, names).summary}", file=out)
     else:
         print("Exclusions: none.", file=out)
 

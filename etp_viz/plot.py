@@ -34,6 +34,7 @@ __all__ = [
     "gradient_norms",
     "jacobian_heatmap",
     "loss",
+    "trace_labels",
     "trace_magnitudes",
 ]
 
@@ -221,16 +222,30 @@ def accuracy(history: Any, *, smooth: int | None = None, ax: Any = None) -> Any:
 def trace_magnitudes(
     history: Any, *, relations: list[str] | None = None, log: bool = True, ax: Any = None
 ) -> Any:
-    """Eligibility-trace norms per relation over time (‖ε‖, or ‖ε_x‖ and ‖ε_f‖ for ES-D-RTRL).
+    """Eligibility-trace norms over time, one line per weight (‖ε‖, or for ES-D-RTRL its
+    input part ‖ε_x‖ dashed and its hidden part ‖ε_f‖ solid).
 
-    ``relations`` filters by name (``"r0.g0"``, ``"r1"``); the legend shows the weight paths.
+    Lines are named by weight (``rnn.Wz.weight``), never by the learner's internal trace id
+    (``r0.g0``): that id is the line's ``gid`` (kept in an SVG export, for debugging).
+    ``relations`` picks lines by weight name or by trace id (``"rnn.W.weight"``,
+    ``"r0.g0"``, ``"r1"``).
+
+    >>> import numpy as np
+    >>> from etp_viz.live.history import History
+    >>> h = History(meta={"relations": {"r0": ["rnn.W.weight"]}})
+    >>> h.extend(np.arange(3), {"trace/r0.g0": np.ones(3)})
+    >>> [(line.get_label(), line.get_gid()) for line in trace_magnitudes(h).axes[0].lines]
+    [('rnn.W.weight', 'trace/r0.g0')]
     """
     history = _history(history)
+    names = history.meta.get("relations", {})
     series = {}
     for kind, style in (("trace", "-"), ("trace_x", "--"), ("trace_f", "-")):
-        for name, values in history.kind(kind).items():
-            if relations is None or name in relations or name.split(".")[0] in relations:
-                series[(kind, name)] = (values, style)
+        for trace_id, values in history.kind(kind).items():
+            weights = names.get(trace_id.split(".")[0], [])
+            wanted = {trace_id, trace_id.split(".")[0], *weights}
+            if relations is None or wanted & set(relations):
+                series[(kind, trace_id)] = (values, style)
     _require(
         series,
         "trace magnitudes",
@@ -238,17 +253,47 @@ def trace_magnitudes(
         "(D_RTRL / ES_D_RTRL); see history.meta['unavailable'].",
     )
     fig, axes = (ax.figure, [ax]) if ax is not None else _figure()
-    names = history.meta.get("relations", {})
-    for index, ((kind, name), (values, style)) in enumerate(series.items()):
-        paths = names.get(name.split(".")[0], [])
-        label = f"{kind.replace('trace', 'ε')} {name}" + (f" ({', '.join(paths)})" if paths else "")
+    labels = trace_labels(list(series), names)
+    for index, ((kind, trace_id), (values, style)) in enumerate(series.items()):
         steps, measured = _measured(history.steps, values)
-        axes[0].plot(steps, measured, style, lw=1.2, color=f"C{index % 10}", label=label)
+        (line,) = axes[0].plot(
+            steps, measured, style, lw=1.2, color=f"C{index % 10}", label=labels[index]
+        )
+        line.set_gid(f"{kind}/{trace_id}")
     if log:
         axes[0].set_yscale("symlog", linthresh=1e-6)
     axes[0].set(xlabel="step", ylabel="‖trace‖", title=_title(history, "trace magnitudes"))
     axes[0].legend(loc="best", fontsize="x-small")
     return fig
+
+
+#: what each recorded trace kind is, in words (ES-D-RTRL splits a trace in two parts)
+_TRACE_PARTS = {"trace": "", "trace_x": "input part", "trace_f": "hidden part"}
+
+
+def trace_labels(keys: list[tuple[str, str]], names: dict[str, list[str]]) -> list[str]:
+    """A legend label per ``(kind, trace id)``: the weights' names, the part of an ES-D-RTRL
+    trace, and, where one weight has traces for several hidden groups, which group (its
+    index, as the explorer's groups panel numbers them); a trace whose weights were not
+    recorded is "trace <n>".
+
+    >>> trace_labels([("trace_x", "r0"), ("trace_f", "r0.g1")], {"r0": ["rnn.W.weight"]})
+    ['rnn.W.weight (input part)', 'rnn.W.weight (hidden part)']
+    >>> trace_labels([("trace", "r0.g0"), ("trace", "r0.g1")], {"r0": ["rnn.W"]})
+    ['rnn.W (hidden group 0)', 'rnn.W (hidden group 1)']
+    """
+    labels = []
+    for index, (kind, trace_id) in enumerate(keys):
+        weights = names.get(trace_id.split(".")[0], [])
+        label = ", ".join(weights) or f"trace {index + 1}"
+        notes = [_TRACE_PARTS.get(kind, "")]
+        same = [t for k, t in keys if k == kind and t.split(".")[0] == trace_id.split(".")[0]]
+        group = next((p[1:] for p in trace_id.split(".")[1:] if p[:1] == "g"), None)
+        if len(same) > 1 and group is not None and group.isdigit():
+            notes.append(f"hidden group {int(group)}")
+        notes = [n for n in notes if n]
+        labels.append(label + (f" ({', '.join(notes)})" if notes else ""))
+    return labels
 
 
 def jacobian_heatmap(

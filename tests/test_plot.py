@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -88,11 +90,21 @@ def test_loss_marks_failure(history):
     assert "non-finite at step 60" in labels
 
 
-def test_trace_magnitudes_labels_relations_with_weight_paths(history):
-    labels = [line.get_label() for line in plots.trace_magnitudes(history).axes[0].lines]
-    assert labels == ["ε_x r0 (W)", "ε_f r0.g0 (W)"]
+def test_trace_magnitudes_names_traces_by_weight_with_ids_only_as_gid(history):
+    lines = plots.trace_magnitudes(history).axes[0].lines
+    assert [line.get_label() for line in lines] == ["W (input part)", "W (hidden part)"]
+    assert [line.get_gid() for line in lines] == ["trace_x/r0", "trace_f/r0.g0"]
+    legend = [t.get_text() for t in plots.trace_magnitudes(history).axes[0].get_legend().texts]
+    assert not any(re.search(r"\br\d|ε", text) for text in legend), legend
     only = plots.trace_magnitudes(history, relations=["r0.g0"]).axes[0].lines
-    assert len(only) == 1
+    assert [line.get_gid() for line in only] == ["trace_f/r0.g0"]
+    assert len(plots.trace_magnitudes(history, relations=["W"]).axes[0].lines) == 2
+
+
+def test_trace_labels_tell_apart_groups_and_unnamed_traces():
+    keys = [("trace", "r0.g0"), ("trace", "r0.g1"), ("trace", "r1.g0")]
+    labels = plots.trace_labels(keys, {"r0": ["rnn.W.weight"]})
+    assert labels == ["rnn.W.weight (hidden group 0)", "rnn.W.weight (hidden group 1)", "trace 3"]
 
 
 def test_jacobian_heatmap_is_diverging_and_trims_outliers(history):

@@ -74,6 +74,7 @@ from etp_viz import _compat
 
 from ._jaxpr import build_jaxpr, eval_jaxpr_collect
 from .claims import gradient_claims
+from .claims.plain import plain_report
 from .claims.verdict import WeightVerdict, cached_claims, find_weight_verdicts, verdicts_of
 from .diagnostics import (
     CompilationRecord,
@@ -253,10 +254,14 @@ class ETraceGraph(NamedTuple):
         kind: Any = None,
         file: Any = None,
         claims: Any = "d_rtrl",
+        codes: bool = False,
     ) -> Explanation:
-        """Print one report: the compiler's records (filtered) grouped by kind, then every
-        weight's verdict (status and the ``claims`` algorithm's claim, reason, fix) and that
-        algorithm's claim per leaf (``claims=None``: statuses only).
+        """Print one report: every weight's status and the ``claims`` algorithm's claim,
+        what they mean in plain words (weight and state names, no internal codes) and the
+        suggested fix, then that algorithm's claim per leaf (``claims=None``: statuses only).
+        ``codes=True`` prints the developer report instead: the compiler's records (filtered)
+        grouped by kind, and every reason with its equation numbers and primitive ids; so
+        does a query by ``kind`` or ``hidden_path`` (it asks for records).
 
         ``weight_path``/``hidden_path`` accept a tuple path or a dotted string; ``kind`` a
         :class:`DiagnosticKind`, its name or its value. The report goes to ``file`` (default
@@ -270,6 +275,8 @@ class ETraceGraph(NamedTuple):
         records = [r for r in self.diagnostics if _matches(r, weight_path, hidden_path, kind)]
         parts = [format_records(records)]
         verdicts: dict = {}
+        leaves: list = []
+        algorithm: Any = None
         if kind is None and hidden_path is None:
             verdicts = self.verdicts(claims)
             if weight_path is not None:
@@ -286,6 +293,8 @@ class ETraceGraph(NamedTuple):
                     f"  {k}: {c.kind}" + (f" -- {c.reason}" if c.reason else "") for k, c in leaves
                 ]
             parts.append("\n".join(lines))
+            if not codes:
+                parts = [plain_report(self, verdicts, leaves, algorithm)]
         report = Explanation(records, "\n".join(parts), verdicts)
         print(report.text, file=file or sys.stdout)
         if file is None or file is sys.stdout:

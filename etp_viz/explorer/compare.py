@@ -282,7 +282,14 @@ class CompareExplorer(Explorer):
         histories = self.histories
         if all(h.num_steps == 0 for h in histories.values()):
             return
-        from .live_panels import accuracy_series, fidelity_rows, masked_loss, push_overviews
+        from .live_panels import (
+            accuracy_series,
+            fidelity_rows,
+            masked_loss,
+            push_overviews,
+            trace_names,
+            trace_overviews_due,
+        )
 
         series: dict[str, list[np.ndarray]] = {p["name"]: [] for p in self.live_panels}
         for history in histories.values():
@@ -299,6 +306,8 @@ class CompareExplorer(Explorer):
         for name, arrays in series.items():
             self.push_live(name, _pad(arrays), step=int(self.comparison.step_count))
         names = [p["name"] for p in self.live_panels if p["name"] in ("loss", "accuracy")]
+        if trace_overviews_due(self, self.comparison.running):  # the graph's trace colours
+            names += trace_names(list(histories.values()))
         push_overviews(self, list(histories.values()), names)
         self.pushes += 1
 
@@ -350,28 +359,35 @@ def _dropped_by_weight(claims: Any) -> dict[str, list[int]]:
 
 
 def _gap(weight: dict, claims: list[dict], dropped: dict, vm: dict) -> dict[str, Any]:
-    """Why the learners differ on one weight: ``gap`` (a sentence naming the approximate
-    learners, the terms they drop and the exact ones) and, from the first approximate
-    learner, the ``dropped_nodes`` / ``dropped_edges`` the graph draws dashed."""
+    """Why the learners differ on one weight: ``claims`` (each with a plain ``summary`` and
+    the compiler's ``detail``, shown on hover), ``gap`` (a plain sentence naming the
+    approximate learners, the terms they drop and the exact ones) and, from the first
+    approximate learner, the ``dropped_nodes`` / ``dropped_edges`` the graph draws dashed."""
+    from etp_viz.view.plain import plain_claim, plain_drop, plain_reason, split_terms, view_names
+
+    names = view_names(vm.get("weights") or [])
+    extra: dict[str, Any] = {
+        "claims": [{**c, **plain_claim(c["claim"], c["reason"], names)} for c in claims]
+    }
     approximate = [c for c in claims if c["claim"] == "approximate"]
     if not approximate:
-        return {}
-    from etp_viz.view.plain import plain_drop
+        return extra
 
     def drops(claim: dict) -> list[str]:
-        parts = (claim["reason"] or "").split("; ")
-        return [plain_drop(p) for p in parts if p.strip().startswith("drops")]
+        parts = split_terms(claim["reason"] or "")
+        return [plain_drop(p, names) for p in parts if p.strip().startswith("drops")]
 
     droppers = [c for c in approximate if drops(c)]
     sentences = []
     if droppers:
         terms = list(dict.fromkeys(t for c in droppers for t in drops(c)))
-        names = ", ".join(c["algorithm"] for c in droppers)
+        who = ", ".join(c["algorithm"] for c in droppers)
         verb = "drops" if len(droppers) == 1 else "drop"
-        sentences.append(f"{names} {verb} part of the gradient: {'; '.join(terms)}")
+        sentences.append(f"{who} {verb} part of the gradient: {'; '.join(terms)}")
     for c in approximate:
         if c not in droppers:
-            sentences.append(f"{c['algorithm']} is approximate ({c['reason'] or 'no reason'})")
+            why = plain_reason(c["reason"], names).summary.rstrip(".") or "no reason given"
+            sentences.append(f"{c['algorithm']} is approximate ({why})")
     for c in claims:
         if c["claim"] == "none":
             sentences.append(f"{c['algorithm']} does not learn it online")
@@ -386,7 +402,7 @@ def _gap(weight: dict, claims: list[dict], dropped: dict, vm: dict) -> dict[str,
     nodes = [f"e{i}" for i in sorted(set(dropped.get(first, {}).get(weight["path"], [])))]
     nodes = [n for n in nodes if n in node_ids][:12]
     edges = [e["id"] for e in vm.get("edges") or [] if e.get("target") in set(nodes)]
-    extra: dict[str, Any] = {"gap": text}
+    extra["gap"] = text
     if nodes:
         extra.update({"dropped_nodes": nodes, "dropped_edges": edges})
     return extra

@@ -104,8 +104,10 @@ class WeightInfo:
     dropped_nodes: tuple[str, ...] = ()
     dropped_edges: tuple[str, ...] = ()
     #: what the status and claim mean in plain words, with weight and state names (no
-    #: internal codes): what the explorer shows; ``reason``/``claim_reason`` go on hover
+    #: internal codes): what the explorer shows; ``detail`` (``reason`` and ``claim_reason``,
+    #: codes and all) goes on hover
     summary: str = ""
+    detail: str = ""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from etp_viz.compiler.claims.verdict import (
 )
 
 from .nodes import aval_text, path_text
-from .plain import equation_names, owners, weight_summary
+from .plain import equation_names, owners, weight_detail, weight_summary
 from .types import WeightInfo
 
 
@@ -121,8 +121,9 @@ def _unknown(path: str, invars: Any) -> WeightVerdict:
 
 
 def add_summaries(weights: list[WeightInfo], plain: list[dict[str, Any]]) -> list[WeightInfo]:
-    """Each weight with its plain-language ``summary`` (``plain.weight_summary``); a blocked
-    weight names the weights whose ops block it."""
+    """Each weight with its plain-language ``summary`` (``plain.weight_summary``) and its
+    ``detail`` (the compiler's reason and claim reason, codes and all: the hover text); a
+    blocked weight names the weights whose ops block it."""
     owner = owners(weights)
     names = equation_names(owner)
     out = []
@@ -134,9 +135,11 @@ def add_summaries(weights: list[WeightInfo], plain: list[dict[str, Any]]) -> lis
             leaf_claims=w.leaf_claims,
             blocked_by=blocked_by,
             names=names,
+            reason=w.reason,
             **extra,
         )
-        out.append(dataclasses.replace(w, summary=summary))
+        detail = weight_detail(w.reason, w.claim, w.claim_reason)
+        out.append(dataclasses.replace(w, summary=summary, detail=detail))
     return out
 
 
