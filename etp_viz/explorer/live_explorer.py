@@ -14,7 +14,9 @@ ends there) and ``live_status["lesson"]`` carries the lesson summary
 exact reference, the dropped terms); ``run(past_budget=True)`` (the page's Continue button)
 goes on past it. ``live_status["compiling"]`` names the learner compiling before its first
 frame. The loss and accuracy panels get the whole run too (``overview/<name>`` messages:
-per bucket the first step, mean, min and max; :meth:`~etp_viz.live.history.History.overview`).
+per bucket the first step, mean, min and max; :meth:`~etp_viz.live.history.History.overview`),
+and so does each trace magnitude (``overview/trace/…``, at most twice a second during a run):
+the page's scrubber replays the graph's trace colouring and the panels at any past step.
 
 Examples
 --------
@@ -277,7 +279,7 @@ class LiveExplorer(Explorer):
         history = self.session.history
         if history.num_steps == 0:
             return
-        from .live_panels import panel_values, push_overviews
+        from .live_panels import panel_values, push_overviews, trace_names, trace_overviews_due
 
         for spec in self.live_panels:
             if self.record is not None and spec["name"] not in self.record | {"loss"}:
@@ -289,6 +291,8 @@ class LiveExplorer(Explorer):
                 values, meta = pushed
                 self.push_live(spec["name"], np.asarray(values[-LIVE_WINDOW:], np.float32), **meta)
         names = [p["name"] for p in self.live_panels if p["name"] in ("loss", "accuracy")]
+        if trace_overviews_due(self, self.session.running):  # the scrubber's graph colours
+            names += trace_names([history])
         push_overviews(self, [history], names)  # the whole run, downsampled
         self.pushes += 1
 

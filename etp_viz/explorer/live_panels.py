@@ -27,6 +27,8 @@ __all__ = [
     "panel_specs",
     "panel_values",
     "push_overviews",
+    "trace_names",
+    "trace_overviews_due",
 ]
 
 #: Plain-language tooltip of each panel kind (what a student reads on hover).
@@ -403,11 +405,39 @@ def overview_rows(history: Any, name: str) -> np.ndarray | None:
     return np.stack([view["steps"], view["mean"], view["min"], view["max"]], 1).astype(np.float32)
 
 
+#: Seconds between two pushes of the whole-run trace overviews during a run (they change
+#: little from frame to frame; every push when not running).
+TRACE_OVERVIEW_EVERY = 0.5
+
+
+def trace_overviews_due(explorer: Any, running: bool) -> bool:
+    """Whether ``explorer`` sends the trace overviews with this push (and note the time)."""
+    now = time.monotonic()
+    if running and now - getattr(explorer, "_trace_overview_pushed", -1e9) < TRACE_OVERVIEW_EVERY:
+        return False
+    explorer._trace_overview_pushed = now
+    return True
+
+
+def trace_names(histories: list[Any]) -> list[str]:
+    """The trace-magnitude series with a whole-run overview in any of ``histories`` (in the
+    order first recorded): what the page's scrubber replays on the graph."""
+    from etp_viz.live.history import TRACE_KINDS
+
+    names: dict[str, None] = {}
+    for history in histories:
+        for name in history.overview_names:
+            if name.partition("/")[0] in TRACE_KINDS:
+                names.setdefault(name, None)
+    return list(names)
+
+
 def push_overviews(explorer: Any, histories: list[Any], names: list[str]) -> None:
-    """Send ``overview/<name>`` for each of ``names`` (whole-run loss / accuracy): ``(m, 4)``
-    rows for one history, ``(k, m, 4)`` NaN-padded at the end for ``k`` (compare mode). The
-    message is a live message (``push_live``'s layout) whose ``overview`` names the panel it
-    belongs to; ``width``: steps per bucket."""
+    """Send ``overview/<name>`` for each of ``names`` (whole-run loss / accuracy / trace
+    magnitudes): ``(m, 4)`` rows for one history, ``(k, m, 4)`` NaN-padded at the end for
+    ``k`` (compare mode; NaN throughout for a learner without that series). The message is a
+    live message (``push_live``'s layout) whose ``overview`` names the series (the panel of
+    loss and accuracy) it belongs to; ``width``: steps per bucket."""
     for name in names:
         rows = [overview_rows(h, name) for h in histories]
         if all(r is None for r in rows):
@@ -420,7 +450,7 @@ def push_overviews(explorer: Any, histories: list[Any], names: list[str]) -> Non
             for i, r in enumerate(rows):
                 if r is not None:
                     data[i, : r.shape[0]] = r
-        width = max(int(h.overview(name)["width"]) for h in histories if h.num_steps)
+        width = max(int(h.overview(name)["width"]) for h in histories if name in h.overview_names)
         array = np.ascontiguousarray(data, dtype="<f4")
         content = {"type": "live", "name": f"overview/{name}", "shape": list(array.shape)}
         content.update({"dtype": "float32", "width": width, "overview": name})

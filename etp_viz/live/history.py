@@ -70,6 +70,8 @@ LESSON_EPISODES = 20
 STEPS_WITHOUT_EPISODES = 100
 
 _META_KEY = "__meta__"
+#: Metric kinds whose whole run is kept as an overview besides the loss and the accuracy.
+TRACE_KINDS = ("trace", "trace_x", "trace_f")
 #: Most recent steps of the activity rows kept (``activity/*``: recorded every step, shown
 #: as the last episode or two; older rows are dropped).
 ACTIVITY_KEEP = 2048
@@ -317,6 +319,7 @@ class History:
             else:
                 self._columns[name].append_rows(total + np.asarray(at), rows)
         self._extend_overviews(int(steps[0]), values)
+        self._extend_trace_overviews(int(steps[0]), steps.size, values, measured)
         self._steps.append(steps)
 
     def _extend_overviews(self, first_step: int, values: dict[str, np.ndarray]) -> None:
@@ -338,8 +341,43 @@ class History:
                 self._overviews[name] = Overview(first_step=first_step)
             self._overviews[name].extend(rows)
 
+    def _extend_trace_overviews(
+        self,
+        first_step: int,
+        count: int,
+        values: dict[str, np.ndarray],
+        measured: dict[str, np.ndarray] | None,
+    ) -> None:
+        """Feed the whole-run overviews of the trace magnitudes (``trace/…``, ``trace_x/…``,
+        ``trace_f/…``: what the page's scrubber replays on the graph), NaN on the steps
+        where they were not measured."""
+        for name, rows in values.items():
+            if name.partition("/")[0] not in TRACE_KINDS:
+                continue
+            rows = np.asarray(rows, np.float64).reshape(-1)
+            at = None if measured is None else measured.get(name)
+            if at is not None:
+                dense = np.full((count,), np.nan)
+                dense[np.asarray(at, np.int64)] = rows
+                rows = dense
+            if name not in self._overviews:  # buckets aligned with the loss's: NaN before
+                start = int(self._steps.view[0]) if self._steps.size else first_step
+                self._overviews[name] = Overview(first_step=start)
+            overview = self._overviews[name]
+            if overview.first_step + overview.size < first_step:  # steps it was not recorded
+                overview.extend(
+                    np.full((first_step - overview.first_step - overview.size,), np.nan)
+                )
+            overview.extend(rows)
+
+    @property
+    def overview_names(self) -> list[str]:
+        """The series with a whole-run overview (:meth:`overview`)."""
+        return list(self._overviews)
+
     def overview(self, name: str) -> dict[str, Any]:
-        """The whole run of ``"loss"`` or ``"accuracy"`` downsampled (:class:`Overview`):
+        """The whole run of ``"loss"``, ``"accuracy"`` or a trace magnitude (``"trace/r0.g0"``,
+        ``"trace_x/…"``, ``"trace_f/…"``; NaN where not measured) downsampled (:class:`Overview`):
         ``{"steps", "mean", "min", "max", "width"}``, one entry per bucket of ``width`` steps
         from the first recorded step (at most ``2 * OVERVIEW_BUCKETS`` buckets). A masked
         loss counts the steps with a target only.
@@ -352,7 +390,8 @@ class History:
         if name not in self._overviews:
             raise KeyError(
                 f"No overview of {name!r}; this history has: {sorted(self._overviews)} "
-                "(the loss always, the accuracy on a classification task)."
+                "(the loss always, the accuracy on a classification task, each recorded "
+                "trace magnitude)."
             )
         return self._overviews[name].read()
 
@@ -503,9 +542,10 @@ def episode_scores(history: History, episodes: int = LESSON_EPISODES) -> dict[st
     if "accuracy/labelled" in history:
         labelled = np.asarray(history["accuracy/labelled"][start:end], np.float64)
         correct = np.asarray(history["accuracy/correct"][start:end], np.float64)
-        if labelled.sum() > 0:
-            out["loss"] = float((loss * labelled).sum() / labelled.sum())
-            out["accuracy"] = float(correct.sum() / labelled.sum())
+        rows = float(labelled.sum())
+        if rows > 0:
+            out["loss"] = float((loss * labelled).sum()) / rows
+            out["accuracy"] = float(correct.sum()) / rows
         return out
     finite = loss[np.isfinite(loss)]
     out["loss"] = float(finite.mean()) if finite.size else None

@@ -89,7 +89,9 @@ def test_bucket_stats_of_sparse_checkpoints():
     assert lo.tolist() == [0.1, 0.2] and hi.tolist() == [0.1, 0.9]
 
 
-def trace_history(steps: int, every: int, sparse: bool, seed: int = 2) -> tuple[History, np.ndarray]:
+def trace_history(
+    steps: int, every: int, sparse: bool, seed: int = 2
+) -> tuple[History, np.ndarray]:
     """A history whose trace magnitude is measured every ``every``-th step (NaN between), fed
     in uneven chunks as dense NaN-filled rows or as sparse measured rows (``measured=``)."""
     rng = np.random.default_rng(seed)

@@ -15,15 +15,23 @@
  * overlay one line per algorithm (`labels`), `live_status.compare` fills the cost table (step,
  * loss, fidelity, ms per step, learner-state memory per algorithm); Step/Run/Pause/Reset act on
  * every algorithm. A saved compare page has `live_history.compare`: `{algorithm: history}`.
+ *
+ * The scrubber (./scrubber.js) replays the run: at a picked step the graph is coloured by the
+ * trace magnitudes there (compare mode: of the learner chosen beside it) and every panel
+ * marks the step; `overview/trace/…` messages (or the saved history) give the whole run.
  */
 import { h } from "../dom.js";
 import { LINE_COLOURS } from "./colormap.js";
-import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, drawConstant, formatNumber, drawOverview, overviewSeries, bucketRows } from "./plots.js";
+import { drawLines, drawHeatmap, drawFidelity, drawRamp, drawCompare, formatNumber, drawOverview, overviewSeries } from "./plots.js";
 import { drawLayer, drawReadout, drawSynapse, mostActiveUnit } from "./activity.js";
-import { windowMean, windowMeanRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory, stepValues } from "./series.js";
+import { windowMean, windowMeanRows, relationMagnitudes, seriesFromHistory, compareSeriesFromHistory, staticOverviews, relationOf } from "./series.js";
 import { colourGraph, grownMax } from "./graph-colour.js";
 import { renderLesson, compilingText } from "./lesson.js";
 import { LIVE_CSS } from "./style.js";
+import { SMOOTHING_CHOICES, TRIMS, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes, firstStepOf, drawWaiting, compareRows, drawConstantPanel } from "./panel-helpers.js";
+import { Scrubber, magnitudesAt, runMaxMagnitude, drawCursor, clearCursor, cursorText, seriesSpan } from "./scrubber.js";
+
+export { SMOOTHING_CHOICES, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes };
 
 /** @typedef {import("../types.js").LivePanelSpec} LivePanelSpec */
 /** @typedef {import("./series.js").Series} Series */
@@ -32,61 +40,9 @@ const WIDTH = 360, HEIGHT = 170;
 /** The recent-window strip under a whole-run loss / accuracy panel. */
 const DETAIL_HEIGHT = 80;
 /** Panels that show the whole run (downsampled in Python) with the recent window below. */
-const WHOLE_RUN = new Set(["loss", "accuracy"]);
+const WHOLE_RUN = new Set(["loss", "accuracy", "traces"]);
 /** Activity panels (raster, readout, synapse) are wider and taller: a whole episode. */
 const ACTIVITY_WIDTH = 440, ACTIVITY_HEIGHT = 220;
-/**
- * Smoothing choices of the loss and accuracy curves: a trailing mean over this many episodes
- * of the task (`spec.episode` steps; 20 steps without episodes). 0: raw.
- */
-export const SMOOTHING_CHOICES = [[0, "raw"], [1, "mean of 1 episode"], [10, "mean of 10 episodes"], [50, "mean of 50 episodes"]];
-
-/** The default choice: episodes enough for a window of at least 50 steps (short episodes of a
- * masked task hold a few labelled steps each). */
-export function defaultSmoothing(/** @type {any} */ spec) {
-  const episode = Number(spec && spec.episode) > 1 ? Number(spec.episode) : 20;
-  return episode >= 50 ? 1 : episode >= 5 ? 10 : 50;
-}
-
-/** The smoothing window in steps: `episodes` episodes of `spec.episode` steps (20 without). */
-export function smoothingWindow(/** @type {any} */ spec, /** @type {number} */ episodes) {
-  const episode = Number(spec && spec.episode) > 1 ? Number(spec.episode) : 20;
-  return Math.round(episodes * episode);
-}
-const TRIMS = [["0", "no trimming"], ["0.01", "trim 1 %"], ["0.05", "trim 5 %"]];
-
-/** Which panel draws a series: loss, all traces together, or the series' own panel. */
-export function panelOf(/** @type {LivePanelSpec} */ spec) {
-  if (spec.kind === "line" && /^trace(_x|_f)?\//.test(spec.name)) return "traces";
-  const panel = /** @type {any} */ (spec).panel;
-  return typeof panel === "string" && panel ? panel : spec.name;
-}
-
-/**
- * The single value of a series when every finite value is the same (within 1e-6 relative):
- * a constant dh/dy or dh/dh panel; null otherwise.
- * @param {ArrayLike<number>} data
- */
-export function constantValue(data) {
-  let first = NaN, count = 0;
-  for (let i = 0; i < data.length; i++) {
-    const v = data[i];
-    if (!Number.isFinite(v)) continue;
-    if (!count) first = v;
-    else if (Math.abs(v - first) > 1e-6 * Math.max(1, Math.abs(first))) return null;
-    count++;
-  }
-  return count ? first : null;
-}
-
-/** The explanation of a constant (`spec.constants`: `[{value, text}]`) matching `value`. */
-export function explainConstant(/** @type {any} */ spec, /** @type {number} */ value) {
-  for (const c of (spec && spec.constants) || []) {
-    if (Math.abs(Number(c.value) - value) <= 1e-4 * Math.max(1, Math.abs(value))) return String(c.text);
-  }
-  return "";
-}
-
 export class LivePanels {
   /**
    * @param {HTMLElement} container  the `[data-region=live]` element
@@ -111,6 +67,10 @@ export class LivePanels {
     this.ranges = new Map();
     /** the top of the graph's trace colour scale: the largest ‖ε‖ of the run so far */
     this.traceMax = 0;
+    /** @type {number | null} the step the scrubber picked (null: live, follow the run) */
+    this.scrubStep = null;
+    /** compare mode: the learner whose traces colour the graph (index into the labels) */
+    this.traceLearner = 0;
     /** @type {any} the compile ticker (elapsed seconds in the status line and empty panels) */
     this.compileTimer = null;
     /** @type {number | null} the unit whose synapse the activity view shows (null: most active) */
@@ -170,14 +130,15 @@ export class LivePanels {
       "‖ε‖ on graph", this.legendCanvas);
     this.buttons.continue.hidden = true;
     this.lessonEl = h("div", { class: "etp-live-lesson", "data-live-lesson": "", hidden: true });
+    this.scrubber = new Scrubber((step) => { this.scrubStep = step; this.redrawAll(); });
     this.controls = h("div", { class: "etp-live-controls" }, this.buttons.step, this.buttons.run, this.buttons.continue, this.buttons.pause, this.buttons.reset, this.buttons.verify,
       h("label", { title: "steps between two UI frames" }, "steps/frame", this.framesInput), this.decayLabel, this.recordBox,
-      this.trimSelect, this.legendEl, this.statusEl, this.noteEl);
+      this.trimSelect, this.legendEl, this.scrubber.el, this.statusEl, this.noteEl);
     this.errorEl = h("div", { class: "etp-live-error", role: "alert", "data-live-error": "", hidden: true });
     this.grid = h("div", { class: "etp-live-grid" });
     this.container.replaceChildren(h("style", {}, LIVE_CSS), this.controls, this.errorEl, this.lessonEl, this.compareTable, this.grid);
     if (this.isStatic) for (const el of this.controls.querySelectorAll("button, input, select")) {
-      if (el !== this.trimSelect) /** @type {HTMLInputElement} */ (el).disabled = true;
+      if (el !== this.trimSelect && !this.scrubber.el.contains(el)) /** @type {HTMLInputElement} */ (el).disabled = true;
     }
   }
 
@@ -213,8 +174,9 @@ export class LivePanels {
     if (this.isStatic) {
       this.series = this.history && this.history.compare
         ? compareSeriesFromHistory(this.history, this.specs) : seriesFromHistory(this.history, this.specs);
-      this.overviews = staticOverviews(this.history, this.specs);
+      this.overviews = staticOverviews(this.history, this.specs, WHOLE_RUN);
     }
+    this.updateScrubber();
     this.onStatus(this.status);
     this.redrawAll();
   }
@@ -234,7 +196,8 @@ export class LivePanels {
         onchange: () => { this.settings[key] = box.checked; this.redraw(id); } }));
       extra.push(h("label", {}, box, "log-y"));
     }
-    return h("div", { class: "etp-live-panel-head" }, h("span", { class: "etp-subtitle", "data-live-title": id }, title), h("span", {}, extra));
+    const cursor = h("span", { class: "etp-live-cursor", "data-live-cursor": id, hidden: true });
+    return h("div", { class: "etp-live-panel-head" }, h("span", { class: "etp-subtitle", "data-live-title": id }, title), cursor, h("span", {}, extra));
   }
 
   buildRecordList() {
@@ -274,16 +237,44 @@ export class LivePanels {
    */
   update(name, data, shape, meta = {}) {
     const whole = /** @type {any} */ (meta).overview;
-    if (typeof whole === "string") { // the whole run of a panel, downsampled (History.overview)
+    if (typeof whole === "string") { // the whole run of a panel or trace, downsampled (History.overview)
       this.overviews.set(whole, { data, shape: shape || [0, 4], width: Number(/** @type {any} */ (meta).width) || 1 });
-      this.redraw(whole);
+      if (relationOf(whole)) { this.updateScrubber(); this.redraw("traces"); this.colourGraph(); } else this.redraw(whole);
       return;
     }
     const spec = this.specs.find((s) => s.name === name);
     if (!spec) throw new Error(`live data for unknown panel '${name}'`);
     this.series.set(name, { data, shape: shape || [data.length], lastStep: meta.step ?? -1, steps: Array.isArray(meta.steps) ? meta.steps : undefined });
+    if (name === "loss") this.updateScrubber();
     this.redraw(panelOf(spec));
     if (panelOf(spec) === "traces") this.colourGraph();
+  }
+
+  /** The scrubber's range: the run's first to last step (from the loss); the learner picker. */
+  updateScrubber() {
+    const loss = seriesSpan(this.series.get("loss")), overview = this.overviews.get("loss");
+    let first = loss ? loss.first : 0;
+    if (overview && overview.data.length && Number.isFinite(overview.data[0])) first = Math.min(first, overview.data[0]);
+    this.scrubber.setRange(first, loss ? loss.last : -1);
+    const spec = /** @type {any} */ (this.specs.find((s) => s.name === "loss"));
+    const labels = this.compareMode && spec && [...this.overviews.keys()].some((n) => relationOf(n)) ? spec.labels || [] : [];
+    if (labels.length !== (this.scrubber.learnerSelect ? this.scrubber.learnerSelect.options.length : 0)) {
+      this.traceLearner = this.firstLearnerWithTraces(labels.length);
+      this.scrubber.setLearners(labels, (i) => { this.traceLearner = i; this.traceMax = 0; this.colourGraph(); });
+      if (this.scrubber.learnerSelect) this.scrubber.learnerSelect.value = String(this.traceLearner);
+    }
+  }
+
+  /** Compare mode: the first learner with a recorded trace (BPTT keeps none). */
+  firstLearnerWithTraces(/** @type {number} */ k) {
+    for (let i = 0; i < k; i++) {
+      for (const [name, o] of this.overviews) {
+        if (!relationOf(name) || o.shape.length !== 3) continue;
+        const m = o.shape[1];
+        for (let r = 0; r < m; r++) if (Number.isFinite(o.data[(i * m + r) * 4 + 1])) return i;
+      }
+    }
+    return 0;
   }
 
   redrawAll() {
@@ -297,8 +288,28 @@ export class LivePanels {
     return this.overviews.has(id);
   }
 
-  /** Draw one panel from the current series. */
+  /** Draw one panel from the current series; mark the scrubber's step on it. */
   redraw(/** @type {string} */ id) {
+    this.drawPanel(id);
+    const panel = this.panels.get(id);
+    if (!panel) return;
+    const step = this.scrubStep, label = /** @type {HTMLElement | null} */ (panel.box.querySelector("[data-live-cursor]"));
+    for (const c of [panel.canvas, panel.detail]) if (c) { if (step == null || c.hidden) clearCursor(c); else drawCursor(c, step); }
+    const text = step == null ? "" : cursorText(this, id, step, this.traceNames(), (n) => this.traceLabel(n));
+    if (label) { label.textContent = text; label.hidden = !text; }
+  }
+
+  /** The trace series the traces panel shows (unticked ones left out). */
+  traceNames() {
+    return this.specs.filter((s) => panelOf(s) === "traces" && !(this.hiddenSeries && this.hiddenSeries.has(s.name))).map((s) => s.name);
+  }
+
+  traceLabel(/** @type {string} */ n) {
+    const spec = /** @type {any} */ (this.specs.find((s) => s.name === n));
+    return (spec && spec.label) || n.split("/")[1] + (n.startsWith("trace_") ? ` (${n.slice(6, 7)})` : "");
+  }
+
+  drawPanel(/** @type {string} */ id) {
     const panel = this.panels.get(id);
     if (!panel) return;
     const { canvas } = panel;
@@ -312,15 +323,25 @@ export class LivePanels {
     }
     delete canvas.dataset.compiling;
     if (id === "traces") {
-      const names = this.specs.filter((s) => panelOf(s) === "traces" && !(this.hiddenSeries && this.hiddenSeries.has(s.name))).map((s) => s.name);
-      const labelOf = (/** @type {string} */ n) => {
-        const spec = /** @type {any} */ (this.specs.find((s) => s.name === n));
-        return (spec && spec.label) || n.split("/")[1] + (n.startsWith("trace_") ? ` (${n.slice(6, 7)})` : "");
-      };
-      const lines = names.filter((n) => this.series.has(n)).map((n, k) => ({
-        values: /** @type {Series} */ (this.series.get(n)).data, colour: LINE_COLOURS[k % LINE_COLOURS.length], label: labelOf(n) }));
-      const last = lines.length ? /** @type {Series} */ (this.series.get(names.find((n) => this.series.has(n)) || "")).lastStep : -1;
-      drawLines(canvas, lines, { logY: this.settings.traceLog, lastStep: last >= 0 ? last : undefined, marker, xTitle: "step", yTitle: "‖ε‖" });
+      const names = this.traceNames(), colour = (/** @type {string} */ n) => LINE_COLOURS[names.indexOf(n) % LINE_COLOURS.length];
+      const lines = names.filter((n) => this.series.has(n)).map((n) => ({
+        values: /** @type {Series} */ (this.series.get(n)).data, colour: colour(n), label: this.traceLabel(n) }));
+      const recent = this.series.get(names.find((n) => this.series.has(n)) || "");
+      const last = recent ? recent.lastStep : -1;
+      // the whole run above (bucket mean and min/max band per trace), the recent window below
+      const whole = names.filter((n) => this.overviews.has(n) && this.overviews.get(n)?.shape.length === 2);
+      if (panel.detail) panel.detail.hidden = !whole.length;
+      const target = whole.length && panel.detail ? panel.detail : canvas;
+      if (whole.length) {
+        const overviews = whole.map((n) => /** @type {import("./series.js").Overview} */ (this.overviews.get(n)));
+        const width = Math.max(...overviews.map((o) => o.width)), key = `traces:${this.settings.traceLog}`;
+        if (!this.ranges.has(key)) this.ranges.set(key, { min: Infinity, max: -Infinity });
+        drawOverview(canvas, overviews.map((o, k) => ({ rows: o.data, count: o.shape[0], colour: colour(whole[k]), label: this.traceLabel(whole[k]) })),
+          { width, logY: this.settings.traceLog, grow: this.ranges.get(key), detail: recent && last >= 0 ? last - recent.shape[0] + 1 : null,
+            xTitle: `step (whole run${width > 1 ? `, ${width} steps a point` : ""})`, yTitle: "‖ε‖" });
+        canvas.dataset.overview = "true";
+      }
+      drawLines(target, lines, { logY: this.settings.traceLog, lastStep: last >= 0 ? last : undefined, marker, ...(target === canvas ? { xTitle: "step", yTitle: "‖ε‖" } : {}) });
       return;
     }
     if (id.startsWith("activity/")) { this.redrawActivity(id); return; }
@@ -348,7 +369,7 @@ export class LivePanels {
       if (!overview) canvas.dataset.lines = String(drawn ? drawn.lines : 0);
     } else if (spec.kind === "heatmap") {
       const value = series && series.data.length ? constantValue(series.data) : null;
-      if (value != null) { this.drawConstantPanel(panel, spec, value, series); return; }
+      if (value != null) { drawConstantPanel(panel, spec, value, series); return; }
       drawHeatmap(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 0], { trim: this.settings.trim, lastStep, steps: series ? series.steps : undefined, ...titles });
     } else if (spec.kind === "fidelity") {
       drawFidelity(canvas, series ? series.data : new Float32Array(0), series ? series.shape : [0, 3], titles);
@@ -387,24 +408,6 @@ export class LivePanels {
       detail, xTitle: `step (whole run${overview.width > 1 ? `, ${overview.width} steps a point` : ""})`, yTitle: spec.y_label, ...accuracy });
     canvas.dataset.lines = String(drawn ? series.filter((s) => s.count > 0).length : 0);
     canvas.dataset.overview = "true";
-  }
-
-  /**
-   * A heatmap whose values are one constant over units and steps: the value, where it comes
-   * from (`spec.constants`, from the model's time constants) and that it is constant.
-   * @param {{canvas: HTMLCanvasElement, box: HTMLElement, caption: HTMLElement}} panel
-   * @param {any} spec @param {number} value @param {Series | undefined} series
-   */
-  drawConstantPanel(panel, spec, value, series) {
-    const symbol = spec.symbol || (spec.name.startsWith("dhdh") ? "dh/dh" : "dh/dy");
-    const why = explainConstant(spec, value);
-    const columns = series ? (series.steps ? series.steps.length : series.shape[0]) : 0;
-    const headline = `${symbol} = ${formatNumber(value)}`;
-    const lines = [why ? `= ${why}` : "", `constant over units and steps (${columns} measured)`].filter(Boolean);
-    drawConstant(panel.canvas, headline, lines);
-    panel.caption.textContent = `${headline}${why ? ` = ${why}` : ""} · constant over units and steps`;
-    panel.caption.hidden = false;
-    panel.box.dataset.constant = String(value);
   }
 
   /** The activity views: the spiking layer, the readout, the synapse. */
@@ -446,8 +449,13 @@ export class LivePanels {
 
   /** Colour the graph's relation nodes by current trace magnitude; update the legend. */
   colourGraph() {
-    const magnitudes = relationMagnitudes(this.visibleSeries());
-    this.traceMax = grownMax(magnitudes, this.traceMax);
+    // live: the latest values (compare mode: the last bucket of the chosen learner's whole
+    // run); scrubbed: the values at the picked step. The scale holds for the whole run.
+    const step = this.scrubStep, hidden = this.hiddenSeries, learner = this.compareMode ? this.traceLearner : 0;
+    const magnitudes = step == null && !this.compareMode ? relationMagnitudes(this.visibleSeries())
+      : magnitudesAt(this.visibleSeries(), this.overviews, step ?? Infinity, learner, hidden);
+    this.traceMax = Math.max(grownMax(magnitudes, this.traceMax), runMaxMagnitude(this.overviews, learner, hidden));
+    this.legendCanvas.dataset.step = step == null ? "live" : String(step);
     const drawn = colourGraph(this.app, magnitudes, this.traceMax);
     this.legendEl.hidden = !drawn;
     if (drawn) drawRamp(this.legendCanvas, "0", formatNumber(drawn.max));
@@ -478,6 +486,10 @@ export class LivePanels {
   clear() {
     this.series.clear();
     this.overviews.clear();
+    this.scrubber.stop();
+    this.scrubStep = null;
+    this.scrubber.step = null;
+    this.updateScrubber();
     this.ranges.clear();
     this.traceMax = 0;
     this.failureStep = null;
@@ -490,6 +502,9 @@ export class LivePanels {
     if (typeof status.step === "number" && typeof this.status.step === "number" && status.step < this.status.step && status.step === 0) {
       this.series.clear();
       this.overviews.clear();
+      this.scrubber.stop();
+      this.scrubStep = this.scrubber.step = null;
+      this.updateScrubber();
       this.ranges.clear();
       this.traceMax = 0;
       this.failureStep = null;
@@ -540,14 +555,7 @@ export class LivePanels {
    */
   renderCompare(rows) {
     this.compareTable.hidden = !rows || !rows.length;
-    if (!rows || !rows.length) return;
-    const fmt = (/** @type {any} */ v) => (v == null || !Number.isFinite(Number(v)) ? "–" : formatNumber(Number(v)));
-    const head = h("tr", {}, ...["algorithm", "step", "loss (last 50)", "cosine vs BPTT", "rel. error", "ms / step", "learner state"].map((t) => h("th", {}, t)));
-    const body = rows.map((row, i) => h("tr", { "data-compare-row": row.algorithm, class: row.halted ? "halted" : "", title: row.failure || "" },
-      h("td", {}, h("span", { class: "etp-swatch-line", style: { background: LINE_COLOURS[i % LINE_COLOURS.length] } }), row.algorithm, row.halted ? " (halted)" : ""),
-      h("td", {}, String(row.step)), h("td", {}, fmt(row.loss)), h("td", {}, fmt(row.cosine)), h("td", {}, fmt(row.rel_error)),
-      h("td", { "data-compare-ms": row.algorithm }, fmt(row.ms_per_step)), h("td", {}, formatBytes(row.state_bytes))));
-    this.compareTable.replaceChildren(head, ...body);
+    if (rows && rows.length) this.compareTable.replaceChildren(...compareRows(rows));
   }
 
   /** A failure (non-finite step, user-code error) shown in the live region, with the step. */
@@ -577,65 +585,9 @@ export class LivePanels {
   }
 
   dispose() {
+    this.scrubber.dispose();
     if (this.compileTimer) clearInterval(this.compileTimer);
     if (this.model) for (const [event, cb] of this.listeners) this.model.off(event, cb);
     if (this.app && this.app.el) this.app.el.removeEventListener("etp-rendered", this.onRendered);
   }
-}
-
-/** `1536` -> "1.5 KiB" (mirrors etp_viz.live.compare.format_bytes). */
-export function formatBytes(/** @type {number} */ n) {
-  if (n == null || !Number.isFinite(Number(n))) return "–";
-  const units = ["B", "KiB", "MiB", "GiB"];
-  let value = Number(n), unit = 0;
-  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
-  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
-}
-
-/** First step of the recent window of a compare-mode `[k, m, 2]` series. */
-function firstStepOf(/** @type {Series} */ series) {
-  let first = Infinity;
-  const [k, m] = series.shape;
-  for (let i = 0; i < k * m; i++) { const step = series.data[i * 2]; if (Number.isFinite(step) && step < first) first = step; }
-  return Number.isFinite(first) ? first : null;
-}
-
-/** A panel that waits (compiling): its text in the middle. */
-function drawWaiting(/** @type {HTMLCanvasElement} */ canvas, /** @type {string} */ text) {
-  const ctx = canvas.getContext("2d");
-  if (!ctx) return;
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  ctx.font = "13px sans-serif";
-  ctx.fillStyle = "#8a5a00";
-  ctx.textAlign = "center";
-  ctx.textBaseline = "middle";
-  ctx.fillText(text, canvas.width / 2, canvas.height / 2, canvas.width - 8);
-  ctx.textBaseline = "alphabetic";
-}
-
-/**
- * The whole-run overviews of a saved page's recorded history (one run or compare mode's
- * `{compare: {label: history}}`), computed here like the live pushes.
- * @param {any} history @param {any[]} specs
- */
-function staticOverviews(history, specs) {
-  /** @type {Map<string, {data: Float32Array, shape: number[], width: number}>} */
-  const out = new Map();
-  for (const spec of specs) {
-    if (!WHOLE_RUN.has(spec.name)) continue;
-    const runs = history && history.compare ? (spec.labels || []).map((/** @type {string} */ l) => history.compare[l] || {}) : [history];
-    const rows = runs.map((run) => {
-      const steps = (run && run.steps) || [];
-      return bucketRows(stepValues((run && run.metrics) || {}, spec.name), steps.length ? Number(steps[0]) : 0);
-    });
-    if (!rows.some((r) => r.count)) continue;
-    const width = Math.max(...rows.map((r) => r.width));
-    if (!history.compare) { out.set(spec.name, { data: rows[0].rows, shape: [rows[0].count, 4], width }); continue; }
-    // runs of one comparison have the same length: one width
-    const m = Math.max(...rows.map((r) => r.count));
-    const data = new Float32Array(rows.length * m * 4).fill(NaN);
-    rows.forEach((r, i) => data.set(r.rows, i * m * 4));
-    out.set(spec.name, { data, shape: [rows.length, m, 4], width });
-  }
-  return out;
 }

@@ -6,6 +6,7 @@
  */
 import { diverging, css, sequential } from "./colormap.js";
 import { extent, quantile, symmetricRange, windowMean } from "./series.js";
+import { setAxis } from "./scrubber.js";
 
 const MARGIN = { left: 58, right: 8, top: 6, bottom: 30 };
 const AXIS = "#888";
@@ -28,6 +29,7 @@ function begin(/** @type {HTMLCanvasElement} */ canvas, right = MARGIN.right) {
   const { width, height } = canvas;
   ctx.clearRect(0, 0, width, height);
   ctx.font = FONT;
+  setAxis(canvas, null); // set again by a plot drawn on a step axis (the scrubber's cursor)
   const box = { x: MARGIN.left, y: MARGIN.top, w: width - MARGIN.left - right, h: height - MARGIN.top - MARGIN.bottom };
   return { ctx, box };
 }
@@ -142,6 +144,7 @@ export function drawLines(canvas, lines, options = {}) {
   const yOf = (/** @type {number} */ v) => box.y + box.h - ((v - min) / (max - min)) * box.h;
   const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
   axes(ctx, box, [label(dataMax), label(dataMin)], options.xLabels || [String(firstStep), String(lastStep)]);
+  setAxis(canvas, { ...box, first: firstStep, last: lastStep });
   if (options.marker != null && options.marker >= firstStep && options.marker <= lastStep + 1) {
     ctx.strokeStyle = "#d62728";
     ctx.setLineDash([3, 3]);
@@ -230,6 +233,7 @@ export function drawHeatmap(canvas, data, shape, options = {}) {
   ctx.drawImage(tile, box.x, box.y, box.w, box.h);
   const first = allSteps[kept[0]], last = allSteps[kept[columns - 1]];
   axes(ctx, box, ["0", `${units - 1}`], [`${first}`, `${last}`], `${columns} measured step${columns === 1 ? "" : "s"}`);
+  setAxis(canvas, { ...box, steps: kept.map((t) => Number(allSteps[t])), columns: true });
   if (nonNegative) colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(sequential(1 - t)), [formatNumber(range), "0"]);
   else colourBar(ctx, box.x + box.w + 6, box.y, box.h, (t) => css(diverging(1 - 2 * t)), [`+${formatNumber(range)}`, `−${formatNumber(range)}`]);
   return range;
@@ -295,10 +299,14 @@ export function drawFidelity(/** @type {HTMLCanvasElement} */ canvas, /** @type 
   const cosine = new Float32Array(n), relError = new Float32Array(n);
   for (let i = 0; i < n; i++) { cosine[i] = data[i * 3 + 1]; relError[i] = data[i * 3 + 2]; }
   const xLabels = n ? [`step ${data[0]}`, `step ${data[(n - 1) * 3]}`] : undefined;
-  return drawLines(canvas, [
+  const drawn = drawLines(canvas, [
     { values: cosine, colour: "#1f77b4", label: `cosine ${n ? formatNumber(cosine[n - 1]) : ""}` },
     { values: relError, colour: "#ff7f0e", label: `rel. error ${n ? formatNumber(relError[n - 1]) : ""}` },
   ], { yMin: 0, yMax: 1, xLabels, ...titles });
+  // one point per checkpoint, evenly spaced: the cursor goes to the checkpoint at or before a step
+  const box = { x: MARGIN.left, y: MARGIN.top, w: canvas.width - MARGIN.left - MARGIN.right, h: canvas.height - MARGIN.top - MARGIN.bottom };
+  if (drawn) setAxis(canvas, { ...box, steps: Array.from({ length: n }, (_, i) => data[i * 3]) });
+  return drawn;
 }
 
 /**
@@ -366,6 +374,7 @@ export function drawCompare(canvas, data, shape, labels, options) {
   const yOf = (/** @type {number} */ v) => box.y + box.h - ((v - y0) / (y1 - y0)) * box.h;
   const label = (/** @type {number} */ v) => formatNumber(logY ? 10 ** v : v);
   axes(ctx, box, [label(dataMax), label(dataMin)], [`${x0}`, `${x1}`]);
+  setAxis(canvas, { ...box, first: x0, last: x1 });
   if (chance != null) chanceLine(ctx, box, yOf(chance), `chance ${label(chance)}`);
   rawLines.forEach((points, i) => {
     ctx.strokeStyle = options.colours[i % options.colours.length];
@@ -411,6 +420,7 @@ export function drawConstant(canvas, headline, lines) {
   if (!ctx) return;
   const { width, height } = canvas;
   ctx.clearRect(0, 0, width, height);
+  setAxis(canvas, null);
   ctx.fillStyle = "#f6f8fb";
   ctx.fillRect(0, 0, width, height);
   ctx.fillStyle = "#222";
@@ -487,6 +497,7 @@ export function drawOverview(canvas, series, options = {}) {
     ctx.fillRect(xOf(options.detail), box.y, box.x + box.w - xOf(options.detail), box.h);
   }
   axes(ctx, box, [label(max), label(min)], [String(first), String(last)], width > 1 ? `${width} steps per point` : "");
+  setAxis(canvas, { ...box, first, last });
   if (chance != null) chanceLine(ctx, box, yOf(chance), `chance ${label(chance)}`);
   drawn.forEach((s, k) => {
     ctx.fillStyle = s.colour;
@@ -541,26 +552,4 @@ export function overviewSeries(data, shape, colours, labels) {
   }));
 }
 
-/**
- * A whole-run overview computed on the page (a saved page's recorded history): bucket rows
- * (first step, mean, min, max) of `values` (one per step from `firstStep`), `width` a power of
- * two so that at most `most` buckets remain; like etp_viz.live.history.Overview.
- * @param {ArrayLike<number>} values
- * @returns {{rows: Float32Array, count: number, width: number}}
- */
-export function bucketRows(values, firstStep = 0, most = 512) {
-  let width = 1;
-  while (Math.ceil(values.length / width) > most) width *= 2;
-  const count = Math.ceil(values.length / width);
-  const rows = new Float32Array(count * 4);
-  for (let b = 0; b < count; b++) {
-    let sum = 0, n = 0, lo = Infinity, hi = -Infinity;
-    for (let i = b * width; i < Math.min((b + 1) * width, values.length); i++) {
-      const v = values[i];
-      if (!Number.isFinite(v)) continue;
-      sum += v; n++; lo = Math.min(lo, v); hi = Math.max(hi, v);
-    }
-    rows.set([firstStep + b * width, n ? sum / n : NaN, n ? lo : NaN, n ? hi : NaN], b * 4);
-  }
-  return { rows, count, width };
-}
+export { bucketRows } from "./series.js";

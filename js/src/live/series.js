@@ -285,3 +285,68 @@ export function compareSeriesFromHistory(history, specs, window = 500) {
   }
   return out;
 }
+
+/**
+ * A whole-run overview computed on the page (a saved page's recorded history): bucket rows
+ * (first step, mean, min, max) of `values` (one per step from `firstStep`), `width` a power of
+ * two so that at most `most` buckets remain; like etp_viz.live.history.Overview.
+ * @param {ArrayLike<number>} values
+ * @returns {{rows: Float32Array, count: number, width: number}}
+ */
+export function bucketRows(values, firstStep = 0, most = 512) {
+  let width = 1;
+  while (Math.ceil(values.length / width) > most) width *= 2;
+  const count = Math.ceil(values.length / width);
+  const rows = new Float32Array(count * 4);
+  for (let b = 0; b < count; b++) {
+    let sum = 0, n = 0, lo = Infinity, hi = -Infinity;
+    for (let i = b * width; i < Math.min((b + 1) * width, values.length); i++) {
+      const v = values[i];
+      if (!Number.isFinite(v)) continue;
+      sum += v; n++; lo = Math.min(lo, v); hi = Math.max(hi, v);
+    }
+    rows.set([firstStep + b * width, n ? sum / n : NaN, n ? lo : NaN, n ? hi : NaN], b * 4);
+  }
+  return { rows, count, width };
+}
+
+/** @typedef {{data: Float32Array, shape: number[], width: number}} Overview  a whole run: `[m, 4]` or `[k, m, 4]` */
+
+/**
+ * The whole-run overviews of a saved page's recorded history (one run or compare mode's
+ * `{compare: {label: history}}`), computed here like the live pushes (`overview/<name>`):
+ * the loss and accuracy of the panels in `panels`, and every trace magnitude (`trace/…`,
+ * NaN where not measured), which the scrubber replays on the graph. Compare mode: `[k, m, 4]`
+ * in the order of `labels` (the loss panel's), NaN throughout for a learner without a series.
+ * @param {any} history @param {any[]} specs @param {Set<string>} panels  names of the whole-run panels
+ * @returns {Map<string, Overview>}
+ */
+export function staticOverviews(history, specs, panels) {
+  /** @type {Map<string, Overview>} */
+  const out = new Map();
+  if (!history) return out;
+  const loss = specs.find((s) => s.name === "loss");
+  const labels = history.compare ? ((loss && loss.labels) || Object.keys(history.compare)) : [""];
+  const runs = labels.map((/** @type {string} */ l) => (history.compare ? history.compare[l] || {} : history));
+  const num = (/** @type {any} */ v) => (v == null ? NaN : Number(v));
+  /** @type {Set<string>} */
+  const traces = new Set();
+  for (const run of runs) for (const name of Object.keys((run && run.metrics) || {})) if (relationOf(name)) traces.add(name);
+  const names = [...specs.map((s) => s.name).filter((n) => panels.has(n) && (n === "loss" || n === "accuracy")), ...traces];
+  for (const name of names) {
+    const rows = runs.map((/** @type {any} */ run) => {
+      const steps = (run && run.steps) || [], metrics = (run && run.metrics) || {};
+      const values = name === "loss" || name === "accuracy" ? stepValues(metrics, name) : (metrics[name] || []).map(num);
+      return bucketRows(values, steps.length ? Number(steps[0]) : 0);
+    });
+    if (!rows.some((r) => r.count)) continue;
+    const width = Math.max(...rows.map((r) => r.width));
+    if (!history.compare) { out.set(name, { data: rows[0].rows, shape: [rows[0].count, 4], width }); continue; }
+    // runs of one comparison have the same length: one width
+    const m = Math.max(...rows.map((r) => r.count));
+    const data = new Float32Array(rows.length * m * 4).fill(NaN);
+    rows.forEach((r, i) => data.set(r.rows, i * m * 4));
+    out.set(name, { data, shape: [rows.length, m, 4], width });
+  }
+  return out;
+}

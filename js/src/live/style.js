@@ -37,5 +37,10 @@ export const LIVE_CSS = `
 .etp-lesson-weight { font: inherit; border: none; background: none; color: #1f5fa8; text-decoration: underline; cursor: pointer; padding: 0; }
 .etp-live-panel canvas[data-live-detail][hidden] { display: none; }
 .etp-live-panel canvas[data-live-detail] { display: block; border-top: 1px dashed #ddd; }
+.etp-live-scrub { display: inline-flex; gap: 4px; align-items: center; }
+.etp-live-scrub input[type=range] { width: 200px; }
+.etp-live-scrub-readout { font-family: ui-monospace, Menlo, monospace; color: #333; min-width: 9em; }
+.etp-live-cursor { font-size: 11px; color: #111; font-family: ui-monospace, Menlo, monospace; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 260px; }
+.etp-live-cursor[hidden] { display: none; }
 .etp-live-record > div { position: absolute; z-index: 2; background: #fff; border: 1px solid #ccc; padding: 4px; max-height: 200px; overflow: auto; white-space: nowrap; }
 `;
