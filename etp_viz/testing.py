@@ -71,8 +71,11 @@ def claim_changes(
     expected : mapping, snapshot or path
         See :func:`load_claims`. A path may name a ``ParamState`` (``"rnn.W"``: its leaves'
         worst claim) or a leaf (``"rnn.W.weight"``).
-    algorithm : str, optional
-        Which algorithm's claims (default ``"d_rtrl"``; a snapshot: all it holds).
+    algorithm : str or learner, optional
+        Which algorithm's claims (default ``"d_rtrl"``; a snapshot: all it holds): a name the
+        compiler derives (``"d_rtrl"``, ``"es_d_rtrl"``, ``"eprop"``, ``"ostl_feedforward"``)
+        or a compiled learner instance, whose own claims are read (RTRL, SnAp-n, OSTL, UORO,
+        truncated BPTT, e-prop with random feedback).
     strict : bool, optional
         Also fail on weights ``expected`` does not name (a new weight). Default: on for a
         snapshot, off for a hand-written mapping.
@@ -80,8 +83,12 @@ def claim_changes(
     expected = _read(expected)
     strict = isinstance(expected, dict) and "claims" in expected if strict is None else strict
     changes = []
+    own = None
+    if algorithm is not None and not isinstance(algorithm, str):
+        own = _learner_claims(graph, algorithm)  # an instance: its own claims
+        algorithm = next((c.algorithm for c in own.values()), algorithm.claim_family)
     for name, table in load_claims(expected, algorithm).items():
-        claims = gradient_claims(graph, name)
+        claims = own if own is not None else gradient_claims(graph, name)
         for path, kind in table.items():
             if kind not in KINDS:
                 changes.append(f"{path} [{name}]: expected kind {kind!r} is not one of {KINDS}")
@@ -123,14 +130,17 @@ def assert_claims(
     expected : mapping, snapshot, JSON text or path
         ``{"rnn.W": "exact", ...}`` or ``graph.claims_json()``'s output (see
         :func:`claim_changes`).
-    algorithm : str, optional
+    algorithm : str or learner, optional
         ``"d_rtrl"`` (default), ``"es_d_rtrl"`` or ``"eprop"``; a snapshot checks every
-        algorithm it holds unless one is named.
+        algorithm it holds unless one is named. A learner instance
+        (``etp_viz.SnAp(model, n=1)``, ``etp_viz.EProp(model, feedback="random")``) is
+        compiled on ``x`` (unless it is) and its own claims are checked (snapshot key: the
+        name its claims carry, ``"snap1"``).
 
     Returns
     -------
     ETraceGraph
-        The compiled graph (for further checks).
+        The compiled graph (for further checks); with a learner, its ``alg.graph``.
 
     Raises
     ------
@@ -146,16 +156,54 @@ def assert_claims(
     from etp_viz.compiler import compile_etrace_graph
 
     inputs = x if isinstance(x, tuple) else (x,)
+    learner = _learner(model, algorithm)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the claims carry every decision the warnings state
-        graph = compile_etrace_graph(model, *inputs)
-    changes = claim_changes(graph, expected, algorithm, strict=strict)
+        if learner is None:
+            graph = compile_etrace_graph(model, *inputs)
+        else:
+            if not getattr(learner, "is_compiled", False):
+                learner.compile_graph(*inputs)
+            graph = learner.graph
+        target = learner if learner is not None else algorithm
+        changes = claim_changes(graph, expected, target, strict=strict)
     if changes:
         raise AssertionError(
             f"{len(changes)} gradient claim(s) of {type(model).__name__} changed:\n  "
             + "\n  ".join(changes)
         )
     return graph
+
+
+def _learner(model: Any, algorithm: Any) -> Any:
+    """A learner instance for ``algorithm`` (None: a name the compiler derives claims for)."""
+    from etp_viz.compiler.claims import CLAIM_ALGORITHMS
+
+    if algorithm is None:
+        return None
+    if not isinstance(algorithm, str):
+        return algorithm
+    if algorithm.strip().lower().replace("-", "_") in CLAIM_ALGORITHMS:
+        return None
+    raise ValueError(
+        f"the compiler derives the claims of {sorted(CLAIM_ALGORITHMS)}; {algorithm!r} states "
+        "its own: pass the learner instead of its name, e.g. "
+        "assert_claims(model, x, expected, etp_viz.SnAp(model, n=1))"
+    )
+
+
+def _learner_claims(graph: Any, learner: Any) -> Any:
+    """A compiled learner's own claims: an influence learner states them from its step
+    (``alg.gradient_claims()``), an ETP learner refines the graph's (``adjust_claims``)."""
+    if not getattr(learner, "is_compiled", True):
+        raise ValueError(
+            f"{type(learner).__name__} is not compiled: call `alg.compile_graph(x)` first, or "
+            "pass it to assert_claims(model, x, expected, algorithm=alg), which compiles it"
+        )
+    own = getattr(learner, "gradient_claims", None)
+    if callable(own):
+        return own()
+    return gradient_claims(graph, learner)
 
 
 def _read(expected: Any) -> Any:

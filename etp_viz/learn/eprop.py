@@ -171,6 +171,33 @@ class EProp(ParamDimVjpAlgorithm):
         """Indices of the hidden groups whose learning signal random feedback replaces."""
         return tuple(sorted(self.feedback_matrices))
 
+    def random_feedback_leaves(self) -> set:
+        """``{(ParamState path, leaf index)}``: every parameter leaf a relation into a random
+        group is computed from (the learner pulls that relation's gradient back to each).
+
+        A relation names one ParamState per trainable operand, but a weight computed from
+        several (weight normalisation ``g * v / |v|``) is pulled back to all of them: ``g``
+        learns from the random signal as much as ``v`` does (it was claimed exact, 1.3-1.8
+        off BPTT, when only the named ``v`` was counted).
+
+        >>> alg.random_feedback_leaves()   # doctest: +SKIP
+        {(('v',), 0), (('g',), 0)}
+        """
+        from etp_viz.compiler.dataflow import relation_leaves
+
+        if self.feedback != "random" or not self.is_compiled:
+            return set()
+        plan = self.graph_executor.plan
+        relations = self.graph.hidden_param_op_relations
+        random = set(self.random_groups())
+        leaves: set = set()
+        for rel in plan.relations:
+            if random & set(rel.group_indices):
+                graph_rel = relations[rel.graph_index]
+                for key in graph_rel.trainable_vars:
+                    leaves.update((tuple(p), i) for p, i in relation_leaves(graph_rel, key))
+        return leaves
+
     def _draw_feedback(self) -> dict:
         plan = self.graph_executor.plan
         direct = direct_output_groups(plan)
@@ -204,16 +231,11 @@ class EProp(ParamDimVjpAlgorithm):
                 f"e-prop low-pass filters the eligibility trace (kappa={self.kappa:g}): each "
                 "step's learning signal meets a decaying sum of past traces"
             )
-        random_paths = set()
-        if self.feedback == "random" and self.is_compiled:
-            plan = self.graph_executor.plan
-            random = set(self.random_groups())
-            for rel in plan.relations:
-                if random & set(rel.group_indices):
-                    random_paths.update(rel.weight_paths.values())
+        random_leaves = self.random_feedback_leaves()
         for key, claim in list(claims.items()):
             extra = list(reasons) if claim.online else []
-            if claim.online and tuple(claim.weight_path) in random_paths:
+            fed = claim.online and (tuple(claim.weight_path), claim.leaf_index) in random_leaves
+            if fed:
                 extra.append(
                     "random feedback: the learning signal of its hidden group is the output "
                     "error through a fixed random matrix, not the output weights"
@@ -221,7 +243,7 @@ class EProp(ParamDimVjpAlgorithm):
             kind = claim.kind
             if extra and kind == "exact":
                 kind = "approximate"
-            elif kind == "none" and claim.online and tuple(claim.weight_path) in random_paths:
+            elif kind == "none" and fed:
                 kind = "approximate"  # the random signal is the output error: not zero
             reason = "; ".join([r for r in (claim.reason, *extra) if r])
             claims[key] = dataclasses.replace(claim, kind=kind, reason=reason, algorithm="eprop")

@@ -56,14 +56,28 @@ class LearningStatus(dict):
             lines.append(f"{name}: {entry.kind}{detail}{reason}")
         return "\n".join(lines)
 
-    def learned_leaf_mask(self, layout: Any) -> list:
-        """Per parameter leaf (``layout.param_positions`` order): is its parameter learned?"""
+    def learned_leaf_mask(self, layout: Any, claims: Any = None) -> list:
+        """Per parameter leaf (``layout.param_positions`` order): is it learned?
+
+        Without ``claims``: its ``ParamState`` is. With the learner's ``claims``
+        (``graph.gradient_claims(alg)``): also not a leaf claimed ``none`` -- a plain bias
+        beside an ETP weight in one ``ParamState``, or a traced weight that is zero by
+        structure -- so that a multi-step call zeroes exactly the leaves the claims call
+        ``none`` (``docs/semantics.md``, "Multi-step zeroes every none leaf").
+        """
         minfo = layout.plan.module_info
         state_invars = layout.plan.state_invars
-        return [
-            self[minfo.invar_to_weight_path[state_invars[pos]]].learned
-            for pos in layout.param_positions
-        ]
+        kinds = {}
+        for claim in (claims or {}).values():
+            kinds[(tuple(claim.weight_path), claim.leaf_index)] = claim.kind
+        mask = []
+        for pos in layout.param_positions:
+            invar = state_invars[pos]
+            path = minfo.invar_to_weight_path[invar]
+            index = list(minfo.weight_path_to_invars[path]).index(invar)
+            none = kinds.get((tuple(path), index)) == "none"
+            mask.append(self[path].learned and not none)
+        return mask
 
 
 def learning_status(plan: Any, graph: Any) -> LearningStatus:

@@ -24,11 +24,11 @@ Single step (``alg(x)``)
 
 Multi step (``alg(MultiStepData(xs))``, ``vjp_method='multi-step'``)
     forward: scan the trace update over the window. backward: exact VJP through the window
-    (parameters learned online or as readouts keep their in-window gradient) plus
-    ``trace_gradients(epsilon^{t_0}, dL/dh^{t_0})`` at the window entry. No bypass term is
-    needed there: :math:`\partial L/\partial h^{t_0}` is the window's exact VJP w.r.t. its entry
-    state, so it already holds the first step's bypass paths, and :math:`\epsilon^{t_0}` is the
-    trace that belongs to :math:`h^{t_0}`.
+    plus ``trace_gradients(epsilon^{t_0}, dL/dh^{t_0})`` at the window entry; a leaf the
+    learner's claims call ``none`` gets 0 from both (its ``ParamState`` may be learned). No
+    bypass term is needed there: :math:`\partial L/\partial h^{t_0}` is the window's exact
+    VJP w.r.t. its entry state, so it already holds the first step's bypass paths, and
+    :math:`\epsilon^{t_0}` is the trace that belongs to :math:`h^{t_0}`.
 
 The states are read before and written after the custom function: it is pure.
 """
@@ -287,7 +287,8 @@ def make_multi_step(alg: Any):
     plan = ex.plan
     layout = StateLayout(plan)
     out_treedef = plan.module_info.out_treedef
-    learned = alg.learning_status.learned_leaf_mask(layout)
+    # every leaf claimed none gets 0, its in-window gradient included (issue 29)
+    learned = alg.learning_status.learned_leaf_mask(layout, alg.graph.gradient_claims(alg))
 
     def run(params, others, traces, count, xs_leaves):
         def body(carry, x_leaves):
@@ -331,9 +332,9 @@ def make_multi_step(alg: Any):
         dl_dh = layout.entry_signal(hidden_cot)
         grads = alg.trace_gradients(traces, dl_dh, operands, count)
         (from_traces,) = vjp_operands(_fill_operands(operands, grads))
-        window_grads = [g if keep else jnp.zeros_like(g) for g, keep in zip(window_grads, learned)]
+        total = _add(window_grads, from_traces)  # a none leaf: 0 from both parts
         return (
-            _add(window_grads, from_traces),
+            [g if keep else jnp.zeros_like(g) for g, keep in zip(total, learned)],
             _zeros(others),
             _zeros(traces),
             zero_cotangent(count),

@@ -53,7 +53,7 @@ class RTRL(InfluenceLearner):
     def contract(self, signal: Any, influence: Any) -> Any:
         return signal @ influence
 
-    def adjust_claims(self, claims: Any) -> Any:
+    def refine_claims(self, claims: Any) -> Any:
         for key, claim in list(claims.items()):
             claims[key] = dataclasses.replace(
                 claim, kind="exact", reason="", dropped=(), online=True, algorithm="rtrl"
@@ -70,6 +70,11 @@ class PatternedRTRL(RTRL):
         self.pattern = jnp.asarray(pattern)
         self.covered = (pattern | ~closed).all(axis=0)
         self.exact = bool(self.covered.all())
+        self.support = np.asarray(pattern & closed)
+
+    def influence_support(self) -> np.ndarray:
+        """The kept entries RTRL can fill: where the masked influence can be non-zero."""
+        return self.support
 
     def update_influence(self, influence: Any, jac: Any) -> Any:
         return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
@@ -102,7 +107,10 @@ class SnAp(PatternedRTRL):
         closed, self.depth = closed_pattern(reach_h, reach_theta)
         self.keep(pattern, closed)
 
-    def adjust_claims(self, claims: Any) -> Any:
+    def claim_label(self) -> str:
+        return f"SnAp-{self.n}"
+
+    def refine_claims(self, claims: Any) -> Any:
         reason = (
             f"SnAp-{self.n} keeps the influence entries a parameter reaches within {self.n} "
             f"step(s); the step's coupling needs {self.depth}"
@@ -153,7 +161,13 @@ class UORO(InfluenceLearner):
     def contract(self, signal: Any, influence: Any) -> Any:
         return (signal @ influence["h"]) * influence["theta"]
 
-    def adjust_claims(self, claims: Any) -> Any:
+    def influence_support(self) -> np.ndarray:
+        """``h̃ θ̃ᵀ``: ``h̃`` is dense (fresh signs on every entry), ``θ̃`` non-zero on the
+        entries that reach some state (``ν^T J_θ``)."""
+        reach_theta = step_patterns(self)[1]
+        return np.broadcast_to(reach_theta.any(axis=0), reach_theta.shape)
+
+    def refine_claims(self, claims: Any) -> Any:
         for key, claim in list(claims.items()):
             claims[key] = dataclasses.replace(
                 claim,

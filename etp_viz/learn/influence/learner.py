@@ -116,6 +116,7 @@ class InfluenceLearner(brainstate.nn.Module):
         self.num_params = int(self._theta_vec.size)
         self.graph = None
         self._example = args
+        self._compiled.patterns = {}  # structural patterns of this compilation (.patterns)
         #: the cut step, traced on first use (SnAp, OSTL, claims)
         self._cut_fn: _CutStep | None = None
         #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken forward
@@ -186,11 +187,12 @@ class InfluenceLearner(brainstate.nn.Module):
         """Boolean structural pattern of the cut step's ``∂h^t/∂θ`` (what a parameter feeds
         without crossing another state's new value, ``(n, p)``); ``outputs=True``: of its
         outputs' ``∂y^t/∂θ`` instead (a readout, ``(m, p)``)."""
+        from .patterns import flat_outputs
         from .sparsity import jacobian_sparsity
 
         part = 1 if outputs else 0
         (reach,) = jacobian_sparsity(
-            lambda t, *h_r_a: _flat_outputs(self.cut_step(t, *h_r_a)[part]),
+            lambda t, *h_r_a: flat_outputs(self.cut_step(t, *h_r_a)[part]),
             self._theta_vec,
             inputs=(self._hidden_vec, self._hidden_vec, *self._example),
         )
@@ -292,8 +294,39 @@ class InfluenceLearner(brainstate.nn.Module):
             self.reset_traces()
 
     # -- claims --------------------------------------------------------------------------
-    def adjust_claims(self, claims: Any) -> Any:  # pragma: no cover - subclasses
+    def adjust_claims(self, claims: Any) -> Any:
+        """The learner's claims from a start (``graph.gradient_claims(alg)`` passes D-RTRL's):
+        :meth:`refine_claims`, then ``none`` for every leaf zero by structure
+        (:meth:`zeros_by_structure`), decided before any run."""
+        return self.zeros_by_structure(self.refine_claims(claims))
+
+    def refine_claims(self, claims: Any) -> Any:  # pragma: no cover - subclasses
+        """Each leaf's kind from how the learner keeps the influence (a subclass's rule)."""
         return claims
+
+    def influence_support(self) -> Any:
+        """``(n, p)`` bool: where the influence the gradient reads can be non-zero (RTRL:
+        every entry it can fill, :func:`.patterns.closed_pattern`)."""
+        from .patterns import closed_pattern, step_patterns
+
+        return closed_pattern(*step_patterns(self))[0]
+
+    def zeros_by_structure(self, claims: Any) -> Any:
+        """Claim ``none`` for each leaf whose every entry gets 0 for every input: no output
+        reads it directly and the learning signal never meets the influence kept for it
+        (:func:`.patterns.silent_columns`), e.g. SnAp-1 or OSTL on a stack whose upper layer
+        reads the lower one's old state.
+
+        >>> alg.gradient_claims()["layers.0.Win"].reason  # doctest: +SKIP
+        'zero by structure: SnAp-1 keeps its influence on layers.0.h only, ...'
+        """
+        from .patterns import zero_claims
+
+        return zero_claims(self, claims)
+
+    def claim_label(self) -> str:
+        """The learner's name in a claim's reason (``"SnAp-1"``, ``"OSTLRecurrent"``)."""
+        return type(self).__name__
 
     def param_columns(self) -> dict[str, tuple[int, int]]:
         """``{dotted leaf path: (start, stop)}``: each parameter leaf's columns of ``M``."""
@@ -363,6 +396,7 @@ class _Held:
     """A plain holder: brainstate's graph walk treats it as an opaque leaf."""
 
     graph: Any = None
+    patterns: Any = None
 
 
 class StepLayer(NamedTuple):
@@ -489,16 +523,6 @@ def _pull_forward(jacobians: list, zeros: list, cotangent: Any) -> tuple:
         sum((jnp.tensordot(c, j, axes=jnp.ndim(c)) for c, j in zip(cot, leaves(jac))), zero)
         for zero, jac in zip(zeros, jacobians)
     )
-
-
-def _flat_outputs(out: Any) -> Any:
-    """The floating leaves of a step's output, raveled into one vector."""
-    leaves = [
-        jnp.ravel(leaf)
-        for leaf in jax.tree.leaves(out)
-        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
-    ]
-    return jnp.concatenate(leaves) if leaves else jnp.zeros((0,))
 
 
 class _Jacobians:

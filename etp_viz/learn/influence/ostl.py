@@ -61,7 +61,7 @@ class OSTLRecurrent(PatternedRTRL):
         pattern = (onehot.astype(np.int64) @ layers_of_param.astype(np.int64)) > 0
         self.keep(pattern, closed_pattern(reach_h, reach_theta)[0])
 
-    def adjust_claims(self, claims: Any) -> Any:
+    def refine_claims(self, claims: Any) -> Any:
         reason = (
             "OSTL keeps each parameter's influence inside its own layer (hidden group): it "
             "drops how its past effect reaches the other layers' future states"

@@ -12,7 +12,16 @@ import numpy as np
 
 from .sparsity import jacobian_sparsity
 
-__all__ = ["bool_matmul", "closed_pattern", "one_more_step", "state_layers", "step_patterns"]
+__all__ = [
+    "bool_matmul",
+    "closed_pattern",
+    "one_more_step",
+    "silent_columns",
+    "state_layers",
+    "step_patterns",
+    "window_pattern",
+    "zero_claims",
+]
 
 
 def bool_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -25,13 +34,40 @@ def step_patterns(learner: Any) -> tuple[np.ndarray, np.ndarray]:
     """Boolean structural sparsity of ``J_h`` (n, n) and ``J_θ`` (n, p), read off the step's
     jaxpr (:func:`.sparsity.jacobian_sparsity`): a superset of the non-zeros at every point,
     spikes that never fired and ReLUs that were off included."""
-    reach_theta, reach_h = jacobian_sparsity(
-        lambda t, h, *args: learner.pure_step(t, h, *args)[0],
-        learner._theta_vec,
-        learner._hidden_vec,
-        inputs=learner._example,  # unknown values: no pattern from the example's token ids
-    )
-    return reach_h, reach_theta
+    cache = _cache(learner)
+    if "step" not in cache:
+        reach_theta, reach_h = jacobian_sparsity(
+            lambda t, h, *args: learner.pure_step(t, h, *args)[0],
+            learner._theta_vec,
+            learner._hidden_vec,
+            inputs=learner._example,  # unknown values: no pattern from the example's token ids
+        )
+        cache["step"] = (reach_h, reach_theta)
+    return cache["step"]
+
+
+def flat_outputs(out: Any) -> Any:
+    """The floating leaves of a step's output, raveled into one vector."""
+    import jax.numpy as jnp
+
+    leaves = [
+        jnp.ravel(leaf)
+        for leaf in jax.tree.leaves(out)
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
+    ]
+    return jnp.concatenate(leaves) if leaves else jnp.zeros((0,))
+
+
+def _cache(learner: Any) -> dict:
+    """The learner's pattern cache, emptied by each ``compile_graph`` (held outside
+    brainstate's state walk, which cannot sort its mixed keys); a fresh one where there is
+    no holder."""
+    held = getattr(learner, "_compiled", None)
+    if held is None:
+        return {}
+    if held.patterns is None:
+        held.patterns = {}
+    return held.patterns
 
 
 def one_more_step(reach_h: np.ndarray, pattern: np.ndarray) -> np.ndarray:
@@ -84,3 +120,105 @@ def state_layers(
     parts = [np.full(n, g, np.int64) for n, g in zip(sizes, layer_of)]
     units = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return units.astype(np.int64), paths
+
+
+def window_pattern(reach_h: np.ndarray, reach_theta: np.ndarray, steps: int) -> np.ndarray:
+    """The entries of ``∂h/∂θ`` accumulated over the last ``steps`` steps (a parameter's
+    effect through at most ``steps`` updates, ``steps = 0``: none): ``R_θ ∪ R_h R_θ ∪ ...``,
+    stopping early where the pattern closes."""
+    pattern = np.zeros_like(reach_theta)
+    if steps < 1:
+        return pattern
+    pattern = reach_theta
+    for _ in range(steps - 1):
+        wider = one_more_step(reach_h, pattern)
+        if (wider == pattern).all():
+            break
+        pattern = wider
+    return pattern
+
+
+def silent_columns(learner: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(silent, support)``: ``(p,)`` the parameter entries whose online gradient is zero by
+    structure, and ``(n, p)`` where the learner's influence can be non-zero.
+
+    An influence learner's gradient of entry ``k`` is the output's direct ``∂y/∂θ_k`` plus the
+    learning signal -- the output's ``∂y/∂h^{t-1}`` (and, for SnAp, ``∂y/∂h^t`` of the cut
+    step) -- contracted with column ``k`` of the influence it keeps
+    (``learner.influence_support()``). Where neither pattern meets the column, the entry gets
+    0 for every input: a readout of a state's pre-update value, a stack whose upper layer
+    reads the lower one's old state, a SnAp mask that keeps no entry the output reads. The
+    learning signal is the *outputs'* (a loss that reads a state after the step is not
+    assumed), as for the ETP learners' "zero by structure".
+    """
+    cache = _cache(learner)
+    cut = bool(learner.mask_same_step)
+    key = ("outputs", cut)
+    if key not in cache:
+        theta, hidden = learner._theta_vec, learner._hidden_vec
+        if cut:  # SnAp: the direct Jacobians of the output, new reads apart
+            readout, *signal = jacobian_sparsity(
+                lambda t, h, r, *a: flat_outputs(learner.cut_step(t, h, r, *a)[1]),
+                theta,
+                hidden,
+                hidden,
+                inputs=learner._example,
+            )
+        else:
+            readout, *signal = jacobian_sparsity(
+                lambda t, h, *a: flat_outputs(learner.pure_step(t, h, *a)[1]),
+                theta,
+                hidden,
+                inputs=learner._example,
+            )
+        rows = np.zeros(hidden.size, bool)
+        for part in signal:
+            rows |= part.any(axis=0)
+        cache[key] = (readout.any(axis=0), rows)
+    readout, rows = cache[key]
+    support = np.asarray(learner.influence_support(), bool)
+    met = bool_matmul(rows[None, :], support)[0]
+    return ~(readout | met), support
+
+
+def zero_claims(learner: Any, claims: Any) -> Any:
+    """``claims`` with ``none`` for each leaf all of whose entries :func:`silent_columns`
+    finds zero by structure, the reason naming the states its influence is kept on."""
+    import dataclasses
+
+    silent, support = silent_columns(learner)
+    names = _hidden_names(learner)
+    label = learner.claim_label()
+    columns = learner.param_columns()
+    for key, claim in list(claims.items()):
+        start, stop = columns.get(key, (0, 0))
+        if stop <= start or not silent[start:stop].all():
+            continue
+        states = sorted({names[i] for i in np.flatnonzero(support[:, start:stop].any(axis=1))})
+        if states:
+            why = (
+                f"{label} keeps its influence on {', '.join(states)} only, which the output "
+                "reads only through another state, a step later"
+            )
+        else:
+            why = f"under {label} it reaches no state whose influence is kept"
+        reason = (
+            f"zero by structure: {why}, and no output reads the weight directly: no learning "
+            "signal ever meets it"
+        )
+        claims[key] = dataclasses.replace(
+            claim, kind="none", reason=reason, dropped=(), online=True
+        )
+    return claims
+
+
+def _hidden_names(learner: Any) -> list[str]:
+    """Per entry of the flat ``h``, the dotted path of its state."""
+    import brainstate
+
+    path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(learner.model).items()}
+    names: list[str] = []
+    for state in (s for s, p in zip(learner._states, learner._is_param) if not p):
+        size = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(state.value))
+        names += [".".join(map(str, path_of.get(id(state), ("?",))))] * size
+    return names

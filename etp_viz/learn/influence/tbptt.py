@@ -201,7 +201,7 @@ class TruncatedBPTT(InfluenceLearner):
         self._influence_state().value = self.init_influence()
 
     # -- claims --------------------------------------------------------------------------------
-    def adjust_claims(self, claims: Any) -> Any:
+    def refine_claims(self, claims: Any) -> Any:
         """Per parameter entry: exact when no term is dropped, i.e. when neither the new state
         nor the output of a step can depend on an entry of ``h^{t-W}`` that the parameter can
         ever reach; otherwise approximate. Read off the step's structural Jacobian sparsity
@@ -212,6 +212,12 @@ class TruncatedBPTT(InfluenceLearner):
             "(the gradient through the state from before the window)"
         )
         return self.claims_by_columns(claims, ~self._dropped_columns(), reason)
+
+    def influence_support(self) -> np.ndarray:
+        """``∂h^{t-1}/∂θ`` over the ``W - 1`` re-run steps before this one (none at W = 1)."""
+        from .patterns import step_patterns, window_pattern
+
+        return window_pattern(*step_patterns(self), self.window - 1)
 
     def _dropped_columns(self) -> np.ndarray:
         """``(p,)`` bool: the parameter entries whose gradient loses a term at window ``W``.
@@ -301,7 +307,7 @@ class BPTT(TruncatedBPTT):
         count = jnp.where(windows["count"] >= self.window, 0, windows["count"])
         return super()._shift({**windows, "count": count}, hidden, args)
 
-    def adjust_claims(self, claims: Any) -> Any:
+    def refine_claims(self, claims: Any) -> Any:
         """Every leaf exact: nothing is dropped inside an episode (the claim is about the
         episode's loss; see the class docstring for the reset it assumes)."""
         return self.claims_by_columns(claims, np.ones(self.num_params, bool), "")
