@@ -1,11 +1,15 @@
-"""Which equations keep every position of a hidden value in place (the diagonal whitelist).
+"""Which equations keep every position of a hidden value in place.
 
 An equation is *position-preserving* when output position ``p`` depends on its hidden-derived
 inputs only at position ``p``. Only then is the per-position block of the h -> h Jacobian
-obtained from one vector-Jacobian product per state (a column sum equals the diagonal). Any
-primitive not listed here (``dot_general``, ``conv_general_dilated``, reductions, ``cumsum``,
-gathers/scatters, ``concatenate``, ``slice``, ``pad``, ``rev``, ``sort``, control flow, ...)
-is treated as coupling positions.
+obtained from one vector-Jacobian product per state (a column sum equals the diagonal).
+
+JAX's own primitives have rules here (element-wise math, shape ops that keep positions,
+reductions over unit axes; call and custom-derivative equations through their bodies);
+``dot_general``, ``conv_general_dilated``, reductions, ``cumsum``, control flow ... couple
+positions. A primitive with no rule here (a library's surrogate spike) is judged from its own
+JVP by :mod:`etp_viz.compiler._primitive_probe` (a declaration in the ETP registry wins), and
+every such judgement is logged on a :class:`PositionCache` for the diagnostics.
 """
 
 from __future__ import annotations
@@ -14,9 +18,21 @@ from typing import Any
 
 from etp_viz import _compat
 
-from ._jaxpr import CALL_PRIMITIVE_NAMES, CUSTOM_CALL_PRIMITIVE_NAMES, sub_jaxprs
+from ._jaxpr import (
+    CALL_PRIMITIVE_NAMES,
+    CONTROL_FLOW_PRIMITIVE_NAMES,
+    CUSTOM_CALL_PRIMITIVE_NAMES,
+    sub_jaxprs,
+)
+from ._primitive_probe import PrimitiveJudgement, judge_primitive
 
-__all__ = ["carries_no_derivative", "is_position_preserving", "is_tail_position_preserving"]
+__all__ = [
+    "PositionCache",
+    "carries_no_derivative",
+    "has_builtin_rule",
+    "is_position_preserving",
+    "is_tail_position_preserving",
+]
 
 ELEMENTWISE_PRIMITIVE_NAMES = frozenset(
     """
@@ -32,6 +48,55 @@ ELEMENTWISE_PRIMITIVE_NAMES = frozenset(
 _REDUCTIONS = frozenset(
     "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or argmax argmin".split()
 )
+_CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin"})
+#: JAX primitives known to move or mix positions (cut without a probe: their JVPs apply the
+#: primitive itself to the tangent, which structure alone cannot decide)
+MIXING_PRIMITIVE_NAMES = frozenset(
+    """
+    dot_general conv_general_dilated concatenate pad slice dynamic_slice dynamic_update_slice
+    gather scatter scatter-add scatter_add scatter-mul scatter_mul scatter-min scatter_min
+    scatter-max scatter_max rev sort fft cumlogsumexp reduce_window reduce_window_sum
+    reduce_window_max reduce_window_min select_and_scatter_add select_and_gather_add argsort
+    top_k split triangular_solve cholesky custom_linear_solve linear_solve qr svd eig eigh lu
+    reduce_and reduce_xor reduce_or all_gather all_to_all psum pmax pmin ppermute
+    """.split()
+)
+_SHAPE_OPS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose"})
+_BUILTIN = (
+    ELEMENTWISE_PRIMITIVE_NAMES
+    | _REDUCTIONS
+    | _CUMULATIVE
+    | _SHAPE_OPS
+    | MIXING_PRIMITIVE_NAMES
+    | CALL_PRIMITIVE_NAMES
+    | CUSTOM_CALL_PRIMITIVE_NAMES
+    | CONTROL_FLOW_PRIMITIVE_NAMES
+)
+
+
+class PositionCache(dict):
+    """Memo of one pass's call-body verdicts (``id(body) -> bool``) that also logs, in
+    :attr:`judged`, every judgement of a primitive with no built-in rule (in order, repeats
+    included, so a pass can attribute them to its equations).
+
+    Examples
+    --------
+    >>> cache = PositionCache()
+    >>> cache.judged
+    []
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judged: list[PrimitiveJudgement] = []
+
+
+def has_builtin_rule(primitive: Any) -> bool:
+    """True for JAX primitives with a rule here and for ETP primitives; False for the rest
+    (judged by :func:`~etp_viz.compiler._primitive_probe.judge_primitive`)."""
+    from etp_viz.ops import is_etp_primitive
+
+    return primitive.name in _BUILTIN or is_etp_primitive(primitive)
 
 
 def _non_unit(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -67,13 +132,29 @@ def is_position_preserving(eqn: Any, dependent: list[bool], cache: dict | None =
         shape = _shape(eqn.invars[0])
         order = [axis for axis in eqn.params["permutation"] if shape[axis] != 1]
         return order == sorted(order)
-    if name in _REDUCTIONS or name in ("cumsum", "cumprod", "cummax", "cummin"):
+    if name in _REDUCTIONS or name in _CUMULATIVE:
         shape = _shape(eqn.invars[0])
         axes = eqn.params.get("axes", (eqn.params.get("axis", 0),))
         return all(shape[a] == 1 for a in axes)
     if name in CUSTOM_CALL_PRIMITIVE_NAMES or name in CALL_PRIMITIVE_NAMES:
         return all(_body_preserving(body, cache) for _, body in sub_jaxprs(eqn))
+    if not has_builtin_rule(eqn.primitive):
+        return _judged(eqn, dependent, cache, tail=False)
     return _is_gradient_enabled_etp(eqn.primitive)
+
+
+def _judged(eqn: Any, dependent: list[bool], cache: dict | None, tail: bool) -> bool:
+    """The structural judgement of a primitive with no built-in rule, logged on ``cache``."""
+    rule = is_tail_position_preserving if tail else is_position_preserving
+    judgement = judge_primitive(eqn, dependent, rule)
+    if isinstance(cache, PositionCache):
+        cache.judged.append(judgement)
+    if judgement.how != "declared" or not judgement.elementwise:
+        return judgement.elementwise
+    # declared element-wise: an implicit broadcast of a dependent operand still copies
+    out = _shape(eqn.outvars[0])
+    fits = _broadcasts if tail else (lambda shape, out: shape == out)
+    return all(fits(_shape(v), out) or not dep for v, dep in zip(eqn.invars, dependent))
 
 
 def _body_preserving(body: Any, cache: dict | None) -> bool:
@@ -121,6 +202,8 @@ def is_tail_position_preserving(eqn: Any, dependent: list[bool], cache: dict | N
     if name in ELEMENTWISE_PRIMITIVE_NAMES:
         out = _shape(eqn.outvars[0])
         return all(_broadcasts(_shape(v), out) or not dep for v, dep in zip(eqn.invars, dependent))
+    if not has_builtin_rule(eqn.primitive):
+        return _judged(eqn, dependent, cache, tail=True)
     return is_position_preserving(eqn, dependent, cache)
 
 

@@ -65,6 +65,10 @@ class DiagnosticKind(enum.Enum):
     #: etp_viz addition: an output reads a hidden state's value from before this step's update
     #: (INFO; the learn layer adds dL^t/dh^{t-1} · e^{t-1}, see ``graph.bypass_hidden``).
     HIDDEN_OUTPUT_BYPASS = "hidden_output_bypass"
+    #: etp_viz addition: a primitive with no built-in rule (a library's surrogate spike) met on
+    #: the h -> h path was judged element-wise (kept) or mixing (cut) from its own structure
+    #: (its JVP, or a declaration in the ETP registry); the message says which and why.
+    PRIMITIVE_JUDGED = "primitive_judged"
 
     def __str__(self) -> str:
         return self.value

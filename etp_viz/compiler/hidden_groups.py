@@ -31,7 +31,8 @@ import jax.numpy as jnp
 from etp_viz import _compat
 
 from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr
-from ._positions import carries_no_derivative, is_position_preserving
+from ._positions import PositionCache, carries_no_derivative, is_position_preserving
+from ._primitive_probe import PrimitiveJudgement
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 from .module_info import ModuleInfo, extract_module_info
 
@@ -163,7 +164,7 @@ def find_hidden_groups_from_minfo(
     diagnostics = diagnostics if diagnostics is not None else DiagnosticCollector()
     paths = list(minfo.hidden_path_to_invar)
     coupled = recurrence == "coupled"
-    dep, cuts = _forward_dependencies(minfo, paths, coupled)
+    dep, cuts, judged = _forward_dependencies(minfo, paths, coupled)
     members = _merge_connected(minfo, paths, dep, diagnostics)
     needed = _backward_needed(minfo, members, cuts, coupled)
     groups = []
@@ -172,7 +173,8 @@ def find_hidden_groups_from_minfo(
         cut_here = _relevant_cuts(minfo, g_index, hidden_mask, cuts, needed)
         group = _build_group(minfo, g_index, member, paths, dep, needed, recurrence)
         groups.append(group._replace(cut_eqn_indices=cut_here))
-        _report_group(minfo, groups[-1], diagnostics)
+        _report_group(minfo, groups[-1], diagnostics, judged)
+    _report_judgements(minfo, paths, judged, diagnostics)
     hid_path_to_group = {path: g for g in groups for path in g.hidden_paths}
     return groups, hid_path_to_group
 
@@ -195,10 +197,13 @@ def _is_boundary(eqn: Any, coupled: bool) -> bool:
 
 def _forward_dependencies(minfo: ModuleInfo, paths: list, coupled: bool):
     """``dep[var]``: bitmask of hidden states (by position in ``paths``) whose previous value
-    reaches ``var`` through transition equations; ``cuts``: coupling eqn index -> mask."""
+    reaches ``var`` through transition equations; ``cuts``: coupling eqn index -> mask;
+    ``judged``: each judgement of a primitive with no built-in rule -> (equation indices,
+    hidden-state mask)."""
     dep: dict[Any, int] = {minfo.hidden_path_to_invar[p]: 1 << i for i, p in enumerate(paths)}
     cuts: dict[int, int] = {}
-    cache: dict = {}
+    cache = PositionCache()
+    judged: dict[PrimitiveJudgement, tuple[list, int]] = {}
     for index, eqn in enumerate(minfo.jaxpr.eqns):
         VISITS.count += 1
         masks = [dep.get(v, 0) if _compat.is_var(v) else 0 for v in eqn.invars]
@@ -207,13 +212,18 @@ def _forward_dependencies(minfo: ModuleInfo, paths: list, coupled: bool):
             mask |= m
         if not mask or _is_boundary(eqn, coupled) or carries_no_derivative(eqn):
             continue
-        if not coupled and not is_position_preserving(eqn, [bool(m) for m in masks], cache):
+        seen = len(cache.judged)
+        preserving = coupled or is_position_preserving(eqn, [bool(m) for m in masks], cache)
+        for judgement in cache.judged[seen:]:
+            indices, old = judged.get(judgement, ([], 0))
+            judged[judgement] = (indices + [index], old | mask)
+        if not preserving:
             cuts[index] = mask
             continue
         for var in eqn.outvars:
             if _compat.is_var(var):
                 dep[var] = mask
-    return dep, cuts
+    return dep, cuts, judged
 
 
 def _same_layer(a: tuple, b: tuple) -> bool:
@@ -345,16 +355,21 @@ def _relevant_cuts(minfo, g_index, hidden_mask, cuts, needed) -> tuple:
     )
 
 
-def _report_group(minfo, group, diagnostics) -> None:
+def _report_group(minfo, group, diagnostics, judged) -> None:
     for index in group.cut_eqn_indices:
         eqn = minfo.jaxpr.eqns[index]
+        why = "".join(
+            f" (judged by structure: {j.reason})"
+            for j, (indices, _) in judged.items()
+            if not j.elementwise and index in indices and j.primitive == eqn.primitive.name
+        )
         diagnostics.emit(
             DiagnosticKind.TRANSITION_POSITION_COUPLING_CUT,
             DiagnosticLevel.WARNING,
             f"Equation {index} ({eqn.primitive.name}) mixes positions of hidden state(s) "
-            f"{', '.join(map(_dot, group.hidden_paths))} on the h -> h path; a column sum "
-            "is not a diagonal, so it was cut from the transition (its output is treated as "
-            "a constant: dh/dh misses this term). Use an ETP primitive for that weight "
+            f"{', '.join(map(_dot, group.hidden_paths))} on the h -> h path{why}; a column "
+            "sum is not a diagonal, so it was cut from the transition (its output is treated "
+            "as a constant: dh/dh misses this term). Use an ETP primitive for that weight "
             "(e.g. etp_viz.ops.matmul) so its effect rides on a weight trace, or compile "
             "with recurrence='coupled' for the exact per-position blocks.",
             primitive=eqn.primitive,
@@ -371,6 +386,33 @@ def _report_group(minfo, group, diagnostics) -> None:
             hidden_paths=group.hidden_paths,
             eqn_indices=group.transition_eqn_indices,
             group_index=group.index,
+        )
+
+
+def _report_judgements(minfo, paths, judged, diagnostics) -> None:
+    """One INFO record per judgement of a primitive with no built-in rule on the h -> h
+    path: which primitive, kept or cut, how it was decided and why."""
+    for judgement, (indices, mask) in judged.items():
+        hidden = [paths[i] for i in range(len(paths)) if mask >> i & 1]
+        verdict = (
+            "element-wise: kept in the h -> h transition"
+            if judgement.elementwise
+            else "position-mixing: cut from the h -> h transition"
+        )
+        top = [minfo.jaxpr.eqns[i].primitive for i in indices]
+        primitive = next((p for p in top if p.name == judgement.primitive), judgement.primitive)
+        diagnostics.emit(
+            DiagnosticKind.PRIMITIVE_JUDGED,
+            DiagnosticLevel.INFO,
+            f"Primitive '{judgement.primitive}' (equation(s) {sorted(set(indices))}, on the "
+            f"path of {', '.join(map(_dot, hidden))}) has no built-in rule; judged {verdict} "
+            f"({judgement.how}): {judgement.reason}.",
+            primitive=primitive,
+            hidden_paths=hidden,
+            eqn_indices=indices,
+            elementwise=judgement.elementwise,
+            how=judgement.how,
+            reason=judgement.reason,
         )
 
 

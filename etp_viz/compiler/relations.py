@@ -190,6 +190,12 @@ class _RelationFinder:
         }
         self.reach = self._hidden_reach()
         self.trace_cache: dict = {}
+        #: new hidden value -> the bit of its hidden group
+        self.outvar_group_bit = {
+            minfo.hidden_path_to_outvar[p]: 1 << hid_path_to_group[p].index
+            for p in self.paths
+            if _compat.is_var(minfo.hidden_path_to_outvar[p]) and p in hid_path_to_group
+        }
 
     def _hidden_reach(self) -> dict:
         """``reach[var]``: bitmask of new hidden values reachable from ``var`` (any path)."""
@@ -361,15 +367,25 @@ class _RelationFinder:
         return out
 
     def _forward(self, index: int, y_var: Any):
-        """Forward walk from ``y`` stopping at other blocking ETP equations."""
+        """Forward walk from ``y`` stopping at other blocking ETP equations, and at the new
+        value of a hidden state for every group but that state's own.
+
+        A path through the new value of a state of group ``g`` reaches only states of ``g``
+        (an LSTM's ``h`` reading its new ``c``): where it goes on into another group (a
+        stacked layer reading the new ``h1`` element-wise), that in-step path belongs to the
+        learning signal, which is the total same-step ``dL/dh1`` (``graph.hidden_feeds_hidden``);
+        a trace carrying it too would count it twice. ``allowed[var]`` is the bit set of groups
+        ``var`` may still reach (all bits: not through any new hidden value yet); sets only
+        grow, so an equation is revisited at most once per group.
+        """
         path_eqns: dict[int, None] = {}
         blocking: dict[int, None] = {}
-        seen: dict[Any, None] = {y_var: None}
+        allowed: dict[Any, int] = {y_var: self.outvar_group_bit.get(y_var, -1)}
         queue = deque([y_var])
         while queue:
             var = queue.popleft()
             for consumer in self.du.consumers.get(var, ()):
-                if consumer in path_eqns or consumer in blocking or consumer == index:
+                if consumer in blocking or consumer == index:
                     continue
                 VISITS.count += 1
                 eqn = self.eqns[consumer]
@@ -377,11 +393,21 @@ class _RelationFinder:
                     blocking[consumer] = None
                     continue
                 path_eqns[consumer] = None
+                mask = 0
+                for atom in eqn.invars:
+                    mask |= allowed.get(atom, 0) if _compat.is_var(atom) else 0
                 for out in eqn.outvars:
-                    if _compat.is_var(out) and out not in seen:
-                        seen[out] = None
+                    if not _compat.is_var(out):
+                        continue
+                    group_bit = self.outvar_group_bit.get(out)
+                    grown = mask if group_bit is None else mask & group_bit
+                    old = allowed.get(out, 0)
+                    if grown & ~old:
+                        allowed[out] = old | grown
                         queue.append(out)
-        reached = [p for p in self.paths if self.minfo.hidden_path_to_outvar[p] in seen]
+        reached = [
+            p for p in self.paths if allowed.get(self.minfo.hidden_path_to_outvar[p], 0) != 0
+        ]
         return reached, path_eqns, list(blocking)
 
     def _connect(self, index, prim, weight_path, y_var, reached, blocking):
@@ -419,14 +445,17 @@ class _RelationFinder:
 
     def _tail(self, y_var: Any, group: Any, path_eqns: dict):
         """The y -> h jaxpr of one group: forward slice from y within the group's backward
-        slice."""
+        slice. Another group's new hidden value is a constant there (see :meth:`_forward`)."""
         selected: dict[int, None] = {}
         stack = [v for v in group.hidden_outvars if _compat.is_var(v)]
         seen: dict[Any, None] = dict.fromkeys(stack)
+        own = 1 << group.index
         while stack:
             var = stack.pop()
             producer = self.du.producer.get(var)
             if producer is None or producer not in path_eqns or producer in selected:
+                continue
+            if self.outvar_group_bit.get(var, own) != own:
                 continue
             VISITS.count += 1
             selected[producer] = None

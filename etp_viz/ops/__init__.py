@@ -16,7 +16,9 @@ from ._registry import ETP_Y_OUTVAR_INDICES as ETP_Y_OUTVAR_INDICES
 from ._registry import GRADIENT_ENABLED_PRIMITIVES as GRADIENT_ENABLED_PRIMITIVES
 from ._registry import ETPPrimitive as ETPPrimitive
 from ._registry import ETPPrimitiveSpec as ETPPrimitiveSpec
+from ._registry import declare_elementwise as declare_elementwise
 from ._registry import get_batched_counterpart as get_batched_counterpart
+from ._registry import get_declared_elementwise as get_declared_elementwise
 from ._registry import get_etrace_to_dw as get_etrace_to_dw
 from ._registry import get_primitive_spec as get_primitive_spec
 from ._registry import get_trainable_invars as get_trainable_invars

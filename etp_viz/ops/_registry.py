@@ -52,6 +52,8 @@ __all__ = [
     "get_y_outvar_index",
     "get_xy_to_etrace",
     "get_etrace_to_dw",
+    "declare_elementwise",
+    "get_declared_elementwise",
 ]
 
 Rule = Callable[..., Any]
@@ -73,6 +75,9 @@ ETP_Y_OUTVAR_INDICES: dict[Primitive, int] = {}
 ETP_PRIMITIVE_SPECS: dict[Primitive, ETPPrimitiveSpec] = {}
 #: unbatched primitive -> the batched primitive its ``jax.vmap`` over ``x`` re-binds
 BATCHED_COUNTERPARTS: dict[Primitive, Primitive] = {}
+#: plain (non-ETP) primitive, or primitive name -> declared element-wise (True) or
+#: position-mixing (False); see :func:`declare_elementwise`
+DECLARED_ELEMENTWISE: dict[Primitive | str, bool] = {}
 
 _DEFAULT_TRAINABLE = {"weight": 1}
 
@@ -520,3 +525,51 @@ def get_etrace_to_dw(primitive: Primitive) -> Rule:
         return {k: sum_to_shape(v, jnp.shape(weights[k])) for k, v in weighted.items()}
 
     return contract
+
+
+def declare_elementwise(primitive: Primitive | str, elementwise: bool = True) -> None:
+    """Declare whether a plain JAX primitive keeps positions (overrides the compiler's probe).
+
+    The compiler judges a primitive it has no rule for from its JVP (``docs/semantics.md``,
+    "Primitives the compiler does not know"); when structure cannot decide (a JVP that applies
+    the primitive itself to the tangent, one that cannot be traced) it cuts the primitive from
+    the h -> h transition and says so. Declare it here to decide yourself: ``True`` when
+    output position ``p`` has a derivative with respect to operand position ``p`` only (operands
+    of the output's shape; a broadcast operand still copies), ``False`` to always cut it.
+
+    Parameters
+    ----------
+    primitive : Primitive or str
+        The primitive (matched by identity) or its name (matched when no identity entry does).
+    elementwise : bool
+        The declaration; a later call replaces an earlier one.
+
+    Examples
+    --------
+    >>> from etp_viz.ops import declare_elementwise, get_declared_elementwise
+    >>> declare_elementwise("doc_my_spike")
+    >>> get_declared_elementwise("doc_my_spike")
+    True
+    """
+    if isinstance(primitive, ETPPrimitive) or primitive in ETP_PRIMITIVES:
+        raise TypeError(
+            f"declare_elementwise({getattr(primitive, 'name', primitive)!r}): ETP primitives "
+            "are judged by their registration; pass `gradient_enabled=True` to "
+            "register_primitive for an identity-like ETP op instead."
+        )
+    if not isinstance(primitive, (Primitive, str)):
+        raise TypeError(
+            "declare_elementwise expects a jax Primitive or its name (a str); got "
+            f"{type(primitive).__name__}. Example: declare_elementwise(my_spike_p) or "
+            "declare_elementwise('my_spike')."
+        )
+    DECLARED_ELEMENTWISE[primitive] = bool(elementwise)
+
+
+def get_declared_elementwise(primitive: Any) -> bool | None:
+    """The declaration made with :func:`declare_elementwise` (identity first, then name), or
+    ``None`` when there is none."""
+    if primitive in DECLARED_ELEMENTWISE:
+        return DECLARED_ELEMENTWISE[primitive]
+    name = getattr(primitive, "name", None)
+    return DECLARED_ELEMENTWISE.get(name) if isinstance(name, str) else None
