@@ -185,7 +185,10 @@ def test_one_vocabulary_everywhere(x64):
         out = io.StringIO()
         graph.explain(file=out)
         weights = out.getvalue().split("WEIGHTS", 1)[1].split("GRADIENT CLAIMS")[0]
-        used.update(w for line in weights.splitlines()[1:] for w in _status_of(line))
+        # a weight's line is "  name: status · claim"; its plain sentences are indented deeper
+        rows = [line for line in weights.splitlines()[1:] if not line.startswith("    ")]
+        assert rows, weights
+        used.update(w for line in rows for w in _status_of(line))
         alg = etp_viz.D_RTRL(model)
         alg.compile_graph(x)
         used.update(w for line in str(alg.learning_status).splitlines() for w in _status_of(line))
