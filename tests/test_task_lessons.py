@@ -1,12 +1,13 @@
 """Each teaching task's lesson with its default recipe (``bench/tasks.py`` records the full
-table): BPTT and D-RTRL lower the loss by the recorded factor, with margin, in a fixed number
-of steps, and the lesson task keeps its BPTT-vs-D-RTRL gap.
+table over 3 seeds and every listed learner): BPTT and D-RTRL lower the loss by the
+recorded factor, with margin, in a fixed number of steps (the full budget on sine and on the
+lesson task), and the lesson task keeps its BPTT-vs-D-RTRL gap at its budget.
 
-Slow: each run compiles one session (a few seconds) and trains for a few seconds on CPU.
-The bounds in ``EXPECTED`` are the drops measured at these step counts (seed 0, listed
-beside them) lowered by a margin (the targets of issue 21 where the measurement allows: a
-50 % drop for the exact learners); a run is deterministic for a given seed and jax version,
-so a failure means the recipe, the task or a learner changed.
+Slow: each run compiles one session (a few seconds) and trains for 5-20 s on CPU. The
+bounds in ``EXPECTED`` are the drops measured at these step counts (seed 0, listed beside
+them) lowered by a margin, at a full budget never below issue 28's targets (50 % for the
+exact reference, 30 % for an online learner); a run is deterministic for a given seed and
+jax version, so a failure means the recipe, the task or a learner changed.
 """
 
 from __future__ import annotations
@@ -27,23 +28,33 @@ FRAME = 100
 
 #: (task, learner) -> (steps, least relative drop of the labelled loss, first vs last 10 %).
 #: ``bptt`` is the registry's exact reference (BPTT over each episode, the session resetting
-#: the state at each episode start). Measured drops at the full budget (seed 0, 3.11 /
-#: jax 0.10, ``bench/results/tasks-2026-11-27.json``): sine BPTT 0.74, D-RTRL 0.53; leaky
-#: BPTT 0.99, D-RTRL 0.97; delayed recall BPTT 0.71, D-RTRL 0.45; evidence BPTT 0.57,
-#: D-RTRL 0.42. The bounds are issue 28's targets where the margin allows (50 % for an
-#: exact learner, 30 % for an online one) and lower on the shortened runs.
+#: the state at each episode start). Each bound is the drop measured at that step count on
+#: seed 0 (3.11 / jax 0.10.2, CPU) lowered by a margin of at least 0.1; at a full budget never
+#: below issue 28's target (50 % for an exact learner, 30 % for an online one):
+#:
+#: - sine, full budget (Adam 1e-2, one update per episode; ``bench/results/
+#:   tasks-2026-11-27.json``): BPTT 0.917 (seeds 1, 2: 0.957, 0.962), D-RTRL 0.597 (0.654,
+#:   0.767);
+#: - leaky integrator, 1,500 of 3,000 steps: BPTT 0.987, D-RTRL 0.964;
+#: - delayed recall, full budget (Adam 1e-2, batch 32, one update per episode; the JSON):
+#:   BPTT 0.948 (0.941, 0.949), D-RTRL 0.657 (0.649, 0.636);
+#: - evidence accumulation: BPTT at 4,000 of 8,000 steps 0.377; D-RTRL at the full budget
+#:   0.423 (the JSON; seeds 1, 2: 0.603, 0.466). Not at 4,000 steps: D-RTRL's loss on seed 0
+#:   is not monotone (0.43 at step ~1,000, 0.78 at 4,000, 0.31 at 8,000), so at 4,000 it
+#:   is 21 % above its start (measured -0.209).
 EXPECTED = {
-    ("sine", "bptt"): (10_000, 0.5),
-    ("sine", "d_rtrl"): (10_000, 0.3),
-    ("leaky_integrator", "bptt"): (1500, 0.5),
-    ("leaky_integrator", "d_rtrl"): (1500, 0.5),
-    ("delayed_recall", "bptt"): (3000, 0.5),
-    ("delayed_recall", "d_rtrl"): (3000, 0.2),
+    ("sine", "bptt"): (10_000, 0.8),
+    ("sine", "d_rtrl"): (10_000, 0.45),
+    ("leaky_integrator", "bptt"): (1500, 0.85),
+    ("leaky_integrator", "d_rtrl"): (1500, 0.85),
+    ("delayed_recall", "bptt"): (4000, 0.8),
+    ("delayed_recall", "d_rtrl"): (4000, 0.5),
     ("evidence_accumulation", "bptt"): (4000, 0.25),
-    ("evidence_accumulation", "d_rtrl"): (4000, 0.25),
+    ("evidence_accumulation", "d_rtrl"): (8000, 0.3),
 }
-#: the lesson task: D-RTRL's final loss is at least this many times BPTT's
-LESSON_GAP = ("delayed_recall", 1.5)
+#: the lesson task: D-RTRL's final loss is at least this many times BPTT's at the budget
+#: (measured 7.5x on seed 0; 6.5x and 8.0x on seeds 1 and 2, ``bench/tasks.py``)
+LESSON_GAP = ("delayed_recall", 3.0)
 
 
 @functools.cache

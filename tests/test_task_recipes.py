@@ -109,6 +109,7 @@ def _resolved(task, **named):
         ("optimizer", "sgd"),
         ("learning_rate", 0.5),
         ("update", "episode"),
+        ("update", "step"),
         ("bptt_window", 7),
     ],
 )
@@ -141,9 +142,12 @@ def _effective_learning_rate(optimizer):
 @pytest.mark.parametrize("optimizer", ["adam", "Adam", "sgd"])
 def test_session_trains_at_the_recipes_learning_rate_under_a_named_optimizer(optimizer):
     """Issue 28: ``optimizer="adam"`` on the sine recipe (Adam 1e-3) trained at 1e-2."""
+    # a recipe rate other than the no-task default 1e-2 (else a fallback to it would go
+    # unnoticed), applied per step (so the first update shows it)
     task = get_task("delayed_recall", n_symbols=2, seq_len=1, delay=1, batch_size=2)
+    task = task.with_recipe(learning_rate=3e-3, update="step")
     rate = task.recipe().learning_rate
-    assert rate != 1e-2  # else a fallback to the default would go unnoticed
+    assert rate != 1e-2
     session = _session(task, optimizer=optimizer)
     assert session.options["optimizer"] == optimizer.lower()
     assert session.options["learning_rate"] == rate
@@ -194,8 +198,9 @@ def test_with_recipe_changes_one_field(field, value):
     if field == "hidden_size":
         assert changed.suggested_model().readout._in_size[-1] == 5
     # changes accumulate, and a session takes the changed recipe
-    twice = changed.with_recipe(update="episode")
-    assert twice.recipe().update == "episode" and getattr(twice.recipe(), field) == value
+    other = "step" if task.recipe().update == "episode" else "episode"
+    twice = changed.with_recipe(update=other)
+    assert twice.recipe().update == other and getattr(twice.recipe(), field) == value
     assert _resolved(changed)["learning_rate"] == changed.recipe().learning_rate
 
 

@@ -215,7 +215,7 @@ class Task:
         >>> from etp_viz.tasks import get_task
         >>> task = get_task("sine").with_recipe(steps=500)
         >>> task.recipe().steps, task.recipe().optimizer, task.recipe().learning_rate
-        (500, 'adam', 0.001)
+        (500, 'adam', 0.01)
         """
         valid = [field.name for field in dataclasses.fields(Recipe)]
         unknown = sorted(set(changes) - set(valid))
