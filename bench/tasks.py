@@ -220,6 +220,10 @@ def run(task_name: str, algorithm: str, seed: int = 0, steps: int | None = None,
         "load": os.getloadavg(),
         **summarize(loss, mask),
         "accuracy": evaluate_accuracy(task, model),
+        # the lesson's numbers: episode averages over the last 20 episodes, as the explorer's
+        # lesson summary and notebook 07 compute them (etp_viz.live.episode_scores)
+        "lesson_loss": etp_viz.live.episode_scores(session.history)["loss"],
+        "lesson_accuracy": etp_viz.live.episode_scores(session.history)["accuracy"],
     }
     return row | target(row)
 
@@ -317,6 +321,25 @@ def lesson_table(rows: list) -> str:
     return "\n".join(lines)
 
 
+def lesson_gaps(rows: list) -> dict[int, float | None]:
+    """Per seed of the lesson task, D-RTRL's final loss over the exact reference's
+    (``etp_viz.live.loss_gap`` of the rows' ``lesson_loss``): the gap the guide and
+    notebook 07 print."""
+    from etp_viz.live import loss_gap
+
+    task_name, (reference, learner), _ = LESSON
+    gaps: dict[int, float | None] = {}
+    for seed in sorted({r["seed"] for r in rows if r["task"] == task_name}):
+        scores = {
+            r["algorithm"]: {"loss": r.get("lesson_loss")}
+            for r in rows
+            if r["task"] == task_name and r["seed"] == seed
+        }
+        if reference in scores and learner in scores:
+            gaps[seed] = loss_gap(scores, reference)[learner]
+    return gaps
+
+
 def machine() -> dict:
     import jax
 
@@ -401,7 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({k: rows[-1][k] for k in keys}), file=sys.stderr, flush=True)
                 out.write_text(json.dumps(record, indent=1))  # partial results survive
     record["machine"]["load_after"] = os.getloadavg()
+    record["lesson_gap"] = lesson_gaps(rows)
     out.write_text(json.dumps(record, indent=1))
+    print(f"lesson gap (D-RTRL / BPTT final loss, per seed): {record['lesson_gap']}")
     print(table(rows), lesson_table(rows), sep="\n\n")
     print(f"wrote {out}", file=sys.stderr)
     missed = [f"{r['task']}/{r['algorithm']}/seed {r['seed']}" for r in rows if not r["met"]]
