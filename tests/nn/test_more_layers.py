@@ -349,7 +349,9 @@ def test_dense_recurrence_cells_claim_approximate_and_verify(x64, name):
     graph = etp_viz.compile_etrace_graph(model, xs[0])
     claims = graph.gradient_claims("d_rtrl")
     recurrent = {k: c for k, c in claims.items() if c.online}
-    assert {tuple(k.split(".")[:-2]) for k in recurrent} == {p[:-1] for p in RELATED[name]}
+    assert {tuple(c.weight_path[:-1]) for c in recurrent.values()} == {
+        p[:-1] for p in RELATED[name]
+    }
     for key, claim in recurrent.items():
         assert claim.kind == "approximate", (key, claim)
         assert "h→h" in claim.reason or "h → h" in claim.reason
