@@ -32,7 +32,14 @@ import numpy as np
 
 from .sources import DataSource, UserCodeError
 
-__all__ = ["Episodes", "FrameData", "gather_frame", "resettable", "stack_pairs"]
+__all__ = [
+    "Episodes",
+    "FrameData",
+    "check_reference_episodes",
+    "gather_frame",
+    "resettable",
+    "stack_pairs",
+]
 
 
 class FrameData:
@@ -275,3 +282,29 @@ class Episodes:
             state.value = jax.tree.map(
                 lambda first, now, reset: first if reset else now, value, state.value, mask
             )
+
+
+def check_reference_episodes(episode: int, episodes: Episodes | None) -> None:
+    """Refuse BPTT over episodes of ``episode`` steps where a session has no episode resets
+    (``episodes`` None) or resets at another length: it would not be the exact gradient it is
+    claimed to be.
+
+    >>> check_reference_episodes(11, Episodes(11, []))
+    >>> check_reference_episodes(11, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: algorithm='bptt' (BPTT over each episode, the exact reference) needs episodes ...
+    """
+    if episodes is None:
+        raise ValueError(
+            "algorithm='bptt' (BPTT over each episode, the exact reference) needs episodes "
+            "that start from a reset state: give an episodic task (task=..., episode_reset "
+            "left at None or True). On a stream use truncated BPTT, algorithm='tbptt' "
+            "(bptt_window=W)."
+        )
+    if int(episode) != episodes.length:
+        raise ValueError(
+            f"This BPTT learner's episode is {episode} steps but the task's episodes are "
+            f"{episodes.length}: build it with etp_viz.BPTT(model, episode={episodes.length}) "
+            "or pass algorithm='bptt'."
+        )

@@ -61,7 +61,7 @@ from etp_viz.learn.base import describe_mesh
 from etp_viz.learn.influence.tbptt import BPTT
 
 from .fidelity import FidelityMeter, MeterContext, aligned_window
-from .frame_data import Episodes, FrameData, gather_frame
+from .frame_data import Episodes, FrameData, check_reference_episodes, gather_frame
 from .frame_step import (
     Flight,
     FrameContext,
@@ -212,13 +212,8 @@ class Session(Runner[History]):
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
         #: the episode resets (None: one continuing stream)
         self.episodes = Episodes.of(task, opts["episode_reset"], self._initial_values.values())
-        if self.episodes is None and isinstance(self.algorithm, BPTT):
-            raise ValueError(
-                "algorithm='bptt' (BPTT over each episode, the exact reference) needs episodes "
-                "that start from a reset state: give an episodic task (task=..., "
-                "episode_reset left at None or True). On a stream use truncated BPTT, "
-                "algorithm='tbptt' (bptt_window=W)."
-            )
+        if isinstance(self.algorithm, BPTT):  # the exact reference needs the task's episodes
+            check_reference_episodes(self.algorithm.episode, self.episodes)
         #: compiled frames by (careful, record_every)
         self._frames: dict[tuple[bool, int], Callable[..., Any]] = {}
         #: frames dispatched and not landed yet, oldest first

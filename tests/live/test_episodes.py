@@ -136,6 +136,8 @@ def test_bptt_needs_episodes():
     model = task.suggested_model(hidden_size=4)
     with pytest.raises(ValueError, match="algorithm='tbptt'"):
         Session(model, task.example_input(), task=task, algorithm="bptt", episode_reset=False)
+    with pytest.raises(ValueError, match="episode=11"):
+        Session(model, task.example_input(), task=task, algorithm=etp_viz.BPTT(model, episode=5))
     with pytest.raises(ValueError, match="needs episodes"):
         Session(model, task.example_input(), data=lambda t: task.step_data(t), episode_reset=True)
 
