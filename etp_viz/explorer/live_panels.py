@@ -527,8 +527,11 @@ class RunWatch:
             self._pending = []
         if event == "reset":
             self.lesson, self._sizes = None, set()
-        elif event != "frame" and event != "started" and self.runner.budget_reached:
-            self.lesson = self.summary().to_json()
+        elif event != "started" and self.runner.budget_reached:
+            # on a frame only once (a step() that reaches the budget ends with a frame; a run
+            # past it does not recompute the summary every frame)
+            if event != "frame" or self.lesson is None:
+                self.lesson = self.summary().to_json()
         return before != bool(self._pending) or event != "frame"
 
     def compiling(self) -> dict[str, Any] | None:

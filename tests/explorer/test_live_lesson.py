@@ -64,6 +64,12 @@ def test_run_stops_at_the_budget_with_a_summary_and_continuing_is_explicit():
     assert lesson["chance_loss"] == pytest.approx(task.chance_loss)
     assert "Lesson ended at step 24" in lesson["text"] and str(ex.lesson()) == lesson["text"]
 
+    # stepping to the budget ends the lesson too, and a saved page carries its summary
+    stepped = show(task, tiny=True, steps_per_frame=8)
+    stepped.step(24)
+    assert stepped.live_status["lesson"]["text"] == lesson["text"]
+    assert stepped.frontend_state()["live_status"]["lesson"]["text"] == lesson["text"]
+
     ex.run(background=False)  # at the budget: nothing runs
     assert ex.session.step_count == 24
     ex.run(8, background=False)  # an explicit number of steps is honoured

@@ -521,7 +521,8 @@ export class LivePanels {
     const compiling = compilingText(this.status.compiling, this.compileStarted);
     this.statusEl.textContent = `step ${step}${budget} · ${algorithm} · device ${device} · ${compiling || state}`;
     this.statusEl.dataset.compiling = compiling ? "true" : "false";
-    renderLesson(this.lessonEl, this.isStatic ? null : this.status.lesson, (/** @type {string} */ path) => {
+    // a saved page shows the summary its run reached too
+    renderLesson(this.lessonEl, this.status.lesson, (/** @type {string} */ path) => {
       if (this.app && typeof this.app.select === "function") this.app.select({ kind: "weight", id: path }, true);
     });
     const decay = this.status.decay ?? (meta.algorithm === "es_d_rtrl" ? meta.decay : null);
