@@ -209,7 +209,7 @@ def main() -> None:
     # frames (the session's compiled fast frame vs the bare scan on the same frame)
     frame_x = jnp.asarray(np.stack([data(t)[0] for t in range(spf)]))
     frame_y = jnp.asarray(np.stack([data(t)[1] for t in range(spf)]))
-    session_frame = session._frame(False, session.record_every)
+    session_frame = session.compiled_frame(False, session.record_every)
     frames = max(1, args.steps // spf)
 
     def run_frame_only():  # on its own ring and optimizer state (the session's stay put)

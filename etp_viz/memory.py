@@ -47,13 +47,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _compat
+from .learn.registry import (
+    DEFAULT_LEARNER,
+    REFERENCE_LEARNER,
+    canonical_name,
+    learner_bytes,
+    learner_names,
+)
 
 __all__ = ["AlgorithmMemory", "MemoryPlan", "plan"]
 
 #: the name :func:`plan` gives full backpropagation through time over the ``T`` steps
-FULL_BPTT = "bptt"
-#: ``algorithm="all"``: the learners a plan compares by default
-ALL_ALGORITHMS = ("d_rtrl", "es_d_rtrl", "eprop", "rtrl", "snap1", "uoro", FULL_BPTT)
+FULL_BPTT = REFERENCE_LEARNER
 #: RTRL's influence matrix is sized by formula above this many bytes (not allocated)
 ALLOCATE_AT_MOST = 1 << 26
 
@@ -168,7 +173,7 @@ class MemoryPlan:
 def plan(
     model: Any,
     x: Any,
-    algorithm: str | Sequence[str] = "d_rtrl",
+    algorithm: str | Sequence[str] = DEFAULT_LEARNER,
     T: int = 100,
     batch: int | None = None,
     device: Any = None,
@@ -254,11 +259,12 @@ def format_bytes(n: int) -> str:
 
 def _algorithm_names(algorithm: Any) -> tuple[str, ...]:
     if isinstance(algorithm, str):
-        return ALL_ALGORITHMS if algorithm == "all" else (algorithm,)
+        # "all": every registered learner (etp_viz.learn.registry), BPTT over T included
+        return learner_names() if algorithm == "all" else (canonical_name(algorithm),)
     names = tuple(algorithm)
     if not names or not all(isinstance(n, str) for n in names):
         raise TypeError(f"algorithm must be a name or a sequence of names, got {algorithm!r}")
-    return names
+    return tuple(canonical_name(n) for n in names)
 
 
 def _with_batch(model: Any, x: Any, batch: int | None) -> tuple[Any, Any]:
@@ -314,7 +320,7 @@ def learner_state_bytes(
     between steps, read from the learner itself after compiling its graph (ETP traces by
     ``jax.eval_shape`` of its ``init_traces``, nothing allocated), and for the ETP learners
     the per-step Jacobians its trace update consumes (:func:`etp_workspace_bytes`)."""
-    from .learn.base import ETraceVjpAlgorithm
+    from .learn.etp.base import ETraceVjpAlgorithm
     from .learn.influence.algorithms import RTRL
     from .learn.registry import build_learner
 
@@ -329,11 +335,7 @@ def learner_state_bytes(
         if size > ALLOCATE_AT_MOST:
             return size, {"influence (hidden x parameters)": size}, 0
     alg.compile_graph(x)
-    model_states = {id(s) for s in brainstate.graph.states(model).values()}
-    detail = {}
-    for path, st in brainstate.graph.states(alg).items():
-        if id(st) not in model_states:
-            detail[".".join(map(str, path))] = _nbytes(st.value)
+    detail = learner_bytes(alg)
     return sum(detail.values()), detail, 0
 
 
@@ -341,7 +343,7 @@ def etp_workspace_bytes(plan_: Any) -> int:
     r"""Bytes of one step's :math:`D_f` (``(*varshape, S)`` per relation and hidden group) and
     :math:`D` (``(*varshape, S, S)`` per group whose transition is not empty), in the model's
     float dtype: what an ETP step materialises for its trace update besides the traces."""
-    from .learn.base import _float_dtype
+    from .learn.etp.base import _float_dtype
 
     itemsize = jnp.dtype(_float_dtype(plan_)).itemsize
     total = 0

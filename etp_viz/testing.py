@@ -26,7 +26,7 @@ import json
 import os
 from typing import Any
 
-from etp_viz.compiler.claims import gradient_claims
+from etp_viz.compiler.claims import DEFAULT_LEARNER, gradient_claims
 from etp_viz.compiler.graph import SNAPSHOT_FORMAT
 
 __all__ = ["assert_claims", "claim_changes", "load_claims"]
@@ -57,7 +57,7 @@ def load_claims(expected: Any, algorithm: str | None = None) -> dict[str, dict[s
                 )
             table = {algorithm: table[algorithm]}
         return table
-    return {algorithm or "d_rtrl": dict(expected)}
+    return {algorithm or DEFAULT_LEARNER: dict(expected)}
 
 
 def claim_changes(
@@ -176,20 +176,9 @@ def assert_claims(
 
 
 def _learner(model: Any, algorithm: Any) -> Any:
-    """A learner instance for ``algorithm`` (None: a name the compiler derives claims for)."""
-    from etp_viz.compiler.claims import CLAIM_ALGORITHMS
-
-    if algorithm is None:
-        return None
-    if not isinstance(algorithm, str):
-        return algorithm
-    if algorithm.strip().lower().replace("-", "_") in CLAIM_ALGORITHMS:
-        return None
-    raise ValueError(
-        f"the compiler derives the claims of {sorted(CLAIM_ALGORITHMS)}; {algorithm!r} states "
-        "its own: pass the learner instead of its name, e.g. "
-        "assert_claims(model, x, expected, etp_viz.SnAp(model, n=1))"
-    )
+    """A learner instance for ``algorithm`` (None for a name: the graph answers for every
+    registered learner, building the ones whose claims it does not derive)."""
+    return None if algorithm is None or isinstance(algorithm, str) else algorithm
 
 
 def _learner_claims(graph: Any, learner: Any) -> Any:

@@ -174,3 +174,126 @@ def test_a_live_session_runs_without_the_widget_packages():
         print(len(session.history.loss), "explorer" in str(sorted(sys.modules)))
     """
     assert _run(code) == "3 False"
+
+
+# -- guards of the contract (issue 30): no private reach-ins, names in the registry, getattr --
+
+#: NamedTuple's API and two standard-library hooks: underscored but public
+PUBLIC_UNDERSCORED = {"_replace", "_asdict", "_fields", "_make", "_getframe", "_repr_mimebundle_"}
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _reach_ins(path: Path) -> list[str]:
+    """``x._name`` where ``x`` is not ``self`` / ``cls`` / ``super()`` and ``_name`` is not
+    defined in the same module: a private member of another module's object."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = _defined_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        if node.attr.startswith("__") or node.attr in PUBLIC_UNDERSCORED or node.attr in own:
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+            continue
+        if isinstance(base, ast.Call) and getattr(base.func, "id", None) == "super":
+            continue
+        found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("folder", ["etp_viz", "bench"])
+def test_no_private_reach_ins_across_modules(folder):
+    root = PACKAGE.parent / folder
+    bad = [hit for path in sorted(root.rglob("*.py")) for hit in _reach_ins(path)]
+    assert not bad, "private members read across modules (make them public):\n" + "\n".join(bad)
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    ]
+
+
+def test_learner_names_are_spelled_in_the_registry_only():
+    """A learner's name as a literal lives in ``learn/registry.py``; elsewhere code asks the
+    registry (``DEFAULT_LEARNER``, ``REFERENCE_LEARNER``, ``graph_claim_names()``, a spec).
+    Allowed besides: each learner class naming its own ``claim_family`` (``learn/``), the
+    compiler's claim derivations (``compiler/claims/``: which trace a family's claims are
+    derived for), and the tasks' recipes (which learners a task teaches: data)."""
+    from etp_viz.learn.registry import LEARNERS
+
+    names = set(LEARNERS) | {a for s in LEARNERS.values() for a in s.aliases}
+    names |= {"snap1", "snap2"}
+    allowed = ("learn", "compiler/claims", "tasks")
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where.startswith(allowed):
+            continue
+        bad += [
+            f"{where}:{line} {value!r}" for line, value in _string_constants(path) if value in names
+        ]
+    assert not bad, "learner names spelled outside the registry:\n" + "\n".join(bad)
+
+
+#: ``getattr`` / ``hasattr`` calls per layer: a ceiling that only goes down. 237 at the start of
+#: the contract work (issue 30); the contract's capability Protocols replaced the live layer's
+#: probing (57 -> 35). Lower a number when a change removes calls; never raise one.
+GETATTR_BUDGET = {
+    "_compat": 12,
+    "ops": 11,
+    "compiler": 50,
+    "learn": 24,
+    "live": 35,
+    "view": 43,
+    "explorer": 29,
+    "tasks": 2,
+    "nn": 2,
+    "plot": 2,
+    "testing": 3,
+    "memory": 2,
+    "__main__": 11,
+    "__init__": 1,
+}
+
+
+def test_getattr_stays_within_each_layers_budget():
+    counts: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        layer = parts[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        calls = sum(
+            isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr")
+            for node in ast.walk(tree)
+        )
+        counts[layer] = counts.get(layer, 0) + calls
+    over = {
+        k: (v, GETATTR_BUDGET.get(k, 0)) for k, v in counts.items() if v > GETATTR_BUDGET.get(k, 0)
+    }
+    assert not over, f"getattr/hasattr over budget (count, budget): {over}; use the contract"

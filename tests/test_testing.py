@@ -118,3 +118,21 @@ def test_run_check_prints_to_the_given_stream(tmp_path):
     args.write = True
     out = io.StringIO()
     assert run_check(args, out) == 0 and "Wrote" in out.getvalue()
+
+
+def test_the_check_command_takes_every_learner_by_name(tmp_path, capsys):
+    """``check --algorithm`` takes the influence learners too (their claims come from the
+    learner itself), and ``assert_claims`` with their names."""
+    path = str(tmp_path / "claims.json")
+    factory = "tests.test_testing:make_model"
+    names = ["--algorithm", "snap1", "--algorithm", "rtrl", "--algorithm", "ostl"]
+    assert main(["check", factory, "--claims", path, "--write", *names]) == 0
+    snapshot = json.loads(open(path, encoding="utf-8").read())
+    assert set(snapshot["claims"]) == {"snap1", "rtrl", "ostl"}
+    assert set(snapshot["claims"]["rtrl"].values()) == {"exact"}
+    assert main(["check", factory, "--claims", path]) == 0
+    model, x = make_model()
+    etp_viz.testing.assert_claims(model, x, {"W": "exact"}, algorithm="rtrl")
+    with pytest.raises(AssertionError, match=r"W \[snap1\]"):
+        wrong = {"W": "none" if snapshot["claims"]["snap1"]["W"] != "none" else "exact"}
+        etp_viz.testing.assert_claims(model, x, wrong, algorithm="snap1")

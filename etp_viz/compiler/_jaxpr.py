@@ -28,6 +28,7 @@ __all__ = [
     "ParamTrace",
     "VISITS",
     "build_jaxpr",
+    "cond_conversion_blocker",
     "eval_jaxpr",
     "eval_jaxpr_collect",
     "inline_calls",
@@ -42,7 +43,8 @@ __all__ = [
 CALL_PRIMITIVE_NAMES = frozenset(
     {"pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint"}
 )
-#: Control flow: bodies are never inlined; ETP ops inside them are reported.
+#: Control flow: ``scan`` / ``while`` bodies are never inlined and ETP ops inside them are
+#: reported; a ``cond`` outside any loop is if-converted by :func:`inline_calls` when it can be.
 CONTROL_FLOW_PRIMITIVE_NAMES = frozenset({"scan", "while", "cond"})
 #: Custom-derivative calls: kept as one equation, analysed through their body.
 CUSTOM_CALL_PRIMITIVE_NAMES = frozenset(
@@ -191,37 +193,47 @@ class InlinedJaxpr(NamedTuple):
     nested_in: dict[int, tuple[str, ...]]
 
 
-def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any]) -> InlinedJaxpr:
+def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any], *, if_convert: bool = True) -> InlinedJaxpr:
     """Splice every nested ``jit``/``pjit``/``closed_call`` body into one flat jaxpr.
 
     Body variables are renamed to fresh Vars of the top level; body constants become extra
-    top-level constvars. Custom-derivative calls and control flow stay single equations.
+    top-level constvars. Custom-derivative calls, ``scan`` and ``while`` stay single equations.
+
+    With ``if_convert`` (default), a ``cond`` outside any loop body is *if-converted* when it
+    matters to online learning (a branch holds an ETP primitive, or one of its results is a
+    result of the step, e.g. a hidden state written in both branches) and is safe to convert
+    (:func:`cond_conversion_blocker`): every branch is spliced in (fresh Vars) and each result
+    becomes ``select_n(index, branch_0 result, ..., branch_{n-1} result)``. Same values, same
+    derivatives (``select_n``'s JVP selects the tangent, its VJP gives the unselected branches a
+    zero cotangent); the only cost is that every branch is computed every step (a dead branch
+    that produces inf/NaN derivatives can leak NaN into reverse mode: ``0 * inf``). The spliced
+    equations are recorded in ``nested_in`` under ``"cond[branch k]"``.
     """
     eqns: list[JaxprEqn] = []
     constvars = list(jaxpr.constvars)
     const_vals = list(consts)
     nested_in: dict[int, tuple[str, ...]] = {}
 
-    def splice(body: Jaxpr, env: dict[Var, Any], stack: tuple[str, ...]) -> None:
+    def splice(body: Jaxpr, env: dict[Var, Any], stack: tuple[str, ...], results: set) -> None:
+        """``results``: the body Vars that are (renamed) results of the whole step."""
+
         def read(atom: Any) -> Any:
             return env.get(atom, atom) if _is_var(atom) else atom
 
         for eqn in body.eqns:
             VISITS.count += 1
             invars = [read(v) for v in eqn.invars]
+            if if_convert and _should_if_convert(eqn, results):
+                splice_cond(eqn, invars, env, stack)
+                continue
             body_and_consts = (
                 _call_body(eqn) if eqn.primitive.name in CALL_PRIMITIVE_NAMES else None
             )
             if body_and_consts is not None:
                 inner, inner_consts = body_and_consts
-                inner_env: dict[Var, Any] = {}
-                for var, val in zip(inner.constvars, inner_consts):
-                    fresh = new_var(var.aval)
-                    constvars.append(fresh)
-                    const_vals.append(val)
-                    inner_env[var] = fresh
-                inner_env.update(zip(inner.invars, invars))
-                splice(inner, inner_env, stack + (_call_name(eqn),))
+                inner_env = bind_body(inner, inner_consts, invars)
+                inner_results = {i for o, i in zip(eqn.outvars, inner.outvars) if o in results}
+                splice(inner, inner_env, stack + (_call_name(eqn),), inner_results)
                 for outer, inner_out in zip(eqn.outvars, inner.outvars):
                     if _is_var(outer):
                         env[outer] = read_inner(inner_env, inner_out)
@@ -231,14 +243,99 @@ def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any]) -> InlinedJaxpr:
                 nested_in[len(eqns)] = stack
             eqns.append(eqn.replace(invars=invars, outvars=outvars))
 
+    def bind_body(inner: Jaxpr, inner_consts: Sequence[Any], invars: list) -> dict[Var, Any]:
+        inner_env: dict[Var, Any] = {}
+        for var, val in zip(inner.constvars, inner_consts):
+            fresh = new_var(var.aval)
+            constvars.append(fresh)
+            const_vals.append(val)
+            inner_env[var] = fresh
+        inner_env.update(zip(inner.invars, invars))
+        return inner_env
+
+    def splice_cond(eqn: JaxprEqn, invars: list, env: dict, stack: tuple[str, ...]) -> None:
+        index, operands = invars[0], invars[1:]
+        cases: list[list[Any]] = []
+        for k, branch in enumerate(eqn.params["branches"]):
+            inner, inner_consts = split_closed(branch)
+            inner_env = bind_body(inner, inner_consts, operands)
+            splice(inner, inner_env, stack + (f"cond[branch {k}]",), set())
+            cases.append([read_inner(inner_env, v) for v in inner.outvars])
+        for position, outer in enumerate(eqn.outvars):
+            if not _is_var(outer):
+                continue
+            out = _rename(env, outer) if stack else outer
+            if stack:
+                nested_in[len(eqns)] = stack
+            eqns.append(_select_eqn(index, [c[position] for c in cases], out, eqn))
+
     def read_inner(inner_env: dict[Var, Any], atom: Any) -> Any:
         return inner_env.get(atom, atom) if _is_var(atom) else atom
 
     top_env: dict[Var, Any] = {}
-    splice(jaxpr, top_env, ())
+    splice(jaxpr, top_env, (), {v for v in jaxpr.outvars if _is_var(v)})
     outvars = [top_env.get(v, v) if _is_var(v) else v for v in jaxpr.outvars]
     flat = build_jaxpr(constvars, jaxpr.invars, outvars, eqns)
     return InlinedJaxpr(flat, const_vals, constvars, list(jaxpr.invars), nested_in)
+
+
+def _should_if_convert(eqn: JaxprEqn, results: set) -> bool:
+    """A ``cond`` worth converting (an ETP primitive in a branch, or a result of the step among
+    its results) and safe to convert."""
+    if eqn.primitive.name != "cond" or "branches" not in eqn.params:
+        return False
+    relevant = any(v in results for v in eqn.outvars if _is_var(v)) or any(
+        _contains(split_closed(b)[0], _is_etp_eqn) for b in eqn.params["branches"]
+    )
+    return relevant and cond_conversion_blocker(eqn) is None
+
+
+def cond_conversion_blocker(eqn: JaxprEqn) -> str | None:
+    """Why a ``cond`` equation is not if-converted (``None``: it can be).
+
+    Converting runs every branch every step, so a branch with effects (I/O, ordered or state
+    effects) or a ``while`` loop (which may be meant to run only when its branch is taken, and
+    has no reverse-mode rule) keeps the ``cond`` opaque.
+    """
+    if eqn.effects:
+        return "the cond has effects"
+    for branch in eqn.params.get("branches", ()):
+        inner = split_closed(branch)[0]
+        if inner.effects:
+            return "a branch has effects"
+        if _contains(inner, lambda e: e.primitive.name == "while"):
+            return "a branch contains a while loop"
+    return None
+
+
+def _is_etp_eqn(eqn: JaxprEqn) -> bool:
+    from etp_viz.ops import is_etp_primitive
+
+    return is_etp_primitive(eqn.primitive)
+
+
+def _contains(jaxpr: Jaxpr, predicate: Any) -> bool:
+    """Whether an equation of ``jaxpr`` or of a jaxpr nested in it satisfies ``predicate``."""
+    for eqn in jaxpr.eqns:
+        VISITS.count += 1
+        if predicate(eqn) or any(_contains(inner, predicate) for _, inner in sub_jaxprs(eqn)):
+            return True
+    return False
+
+
+def _select_eqn(index: Any, cases: list, out: Var, like: JaxprEqn) -> JaxprEqn:
+    """``out = select_n(index, *cases)`` with ``like``'s source info."""
+    ctx = getattr(like, "ctx", None)
+    kwargs = {} if ctx is None else {"ctx": ctx}
+    return _compat.new_jaxpr_eqn(
+        [index, *cases],
+        [out],
+        jax.lax.select_n_p,
+        {},
+        frozenset(),
+        getattr(like, "source_info", None),
+        **kwargs,
+    )
 
 
 def _rename(env: dict[Var, Any], var: Var) -> Var:

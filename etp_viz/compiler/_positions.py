@@ -213,3 +213,120 @@ def _broadcasts(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
         return False
     tail = out[len(out) - len(shape) :]
     return all(a in (1, b) for a, b in zip(shape, tail))
+
+
+# -- a y -> h tail whose all-ones JVP vanishes by structure ----------------------------------
+#: structural linear maps: a linear combination of them applied to an input keeps its form
+_LINEAR_MAPS = _SHAPE_OPS | {"reduce_sum", "convert_element_type", "copy", "copy_p"}
+_ADDITIVE = {"add": 1.0, "add_any": 1.0, "sub": -1.0}
+
+
+def ones_tangent_vanishes(tail: Any, const_avals: list, y_aval: Any) -> bool:
+    r"""Is the JVP of a relation's ``y -> h`` tail with an all-ones tangent identically zero?
+
+    That JVP is the executor's :math:`D_f = (\partial h/\partial y)\,\mathbf 1`. A tail that
+    mixes positions can be *shift invariant*: a layer normalisation :math:`(y - \bar y)/
+    \sigma(y)` maps :math:`y + c\mathbf 1` to the same value, so :math:`D_f = 0` for every
+    input and so is every trace of the relation. Decided on the traced JVP (no input value):
+    each Var is a value computed from constants alone (evaluated), or a linear combination
+    of structural linear maps (reductions, shape ops) of opaque Vars; a subtraction whose
+    terms cancel, a product with an exact zero and a linear map of zero are zero. Anything
+    the rules do not cover is opaque, so a True answer is a proof and False means unknown.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from ._jaxpr import eval_jaxpr
+
+    def tangent(consts, y):
+        return jax.jvp(lambda v: eval_jaxpr(tail, consts, v), (y,), (jnp.ones_like(y),))[1]
+
+    try:
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in const_avals]
+        closed = jax.make_jaxpr(tangent)(structs, jax.ShapeDtypeStruct(y_aval.shape, y_aval.dtype))
+        with jax.ensure_compile_time_eval():
+            outs = _symbolic(closed.jaxpr, list(closed.consts), None)
+    except Exception:  # noqa: BLE001 -- structure could not decide: not a proof
+        return False
+    return bool(outs) and all(_is_zero(v) for v in outs)
+
+
+def _is_zero(value: Any) -> bool:
+    import numpy as np
+
+    if isinstance(value, dict):
+        return not value
+    if isinstance(value, _Opaque) or value is None:
+        return False
+    arr = np.asarray(value)
+    return arr.dtype.kind == "V" or not np.any(arr)  # float0 (an integer's tangent) or zeros
+
+
+class _Opaque:
+    """A Var the rules cannot express (its own atom)."""
+
+
+def _symbolic(jaxpr: Any, consts: list, args: list | None) -> list:
+    """Values of ``jaxpr``'s outvars: arrays (concrete), ``{(atom, maps): coeff}`` (a linear
+    combination) or ``_Opaque``. ``args`` None: every invar is an atom."""
+    env: dict = {}
+    for var, value in zip(jaxpr.constvars, consts):
+        env[var] = value
+    for k, var in enumerate(jaxpr.invars):
+        env[var] = {(id(var), ()): 1.0} if args is None else args[k]
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, _compat.Literal) else env[atom]
+
+    for eqn in jaxpr.eqns:
+        vals = [read(a) for a in eqn.invars]
+        outs = _symbolic_eqn(eqn, vals)
+        for var, value in zip(eqn.outvars, outs):
+            env[var] = {(id(var), ()): 1.0} if isinstance(value, _Opaque) else value
+    return [read(a) for a in jaxpr.outvars]
+
+
+def _symbolic_eqn(eqn: Any, vals: list) -> list:
+    import numpy as np
+
+    name = eqn.primitive.name
+    concrete = [not isinstance(v, dict) for v in vals]
+    if all(concrete):
+        out = eqn.primitive.bind(*vals, **eqn.params)
+        return list(out) if eqn.primitive.multiple_results else [out]
+    if name in CALL_PRIMITIVE_NAMES and "jaxpr" in eqn.params:
+        closed = eqn.params["jaxpr"]
+        return _symbolic(closed.jaxpr, list(closed.consts), vals)
+    opaque = [_Opaque() for _ in eqn.outvars]
+    if len(eqn.outvars) != 1:
+        return opaque
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    zeros = [_is_zero(v) for v in vals]
+    if name in ("mul", "dot_general") and any(zeros):
+        return [{}]
+    if name == "div" and zeros[0]:
+        return [{}]
+    if name == "select_n" and all(zeros[1:]):
+        return [{}]
+    if name in _LINEAR_MAPS and isinstance(vals[0], dict):
+        key = (name, repr(sorted(eqn.params.items())), tuple(eqn.invars[0].aval.shape))
+        return [{(atom, (*maps, key)): c for (atom, maps), c in vals[0].items()}]
+    if name == "neg":
+        return [{k: -c for k, c in vals[0].items()}]
+    if name in _ADDITIVE and all(isinstance(v, dict) or z for v, z in zip(vals, zeros)):
+        if any(tuple(v.aval.shape) != out_shape for v in eqn.invars):
+            return opaque
+        total = dict(vals[0]) if isinstance(vals[0], dict) else {}
+        for k, c in (vals[1] if isinstance(vals[1], dict) else {}).items():
+            total[k] = total.get(k, 0.0) + _ADDITIVE[name] * c
+        return [{k: c for k, c in total.items() if c != 0.0}]
+    if name in ("mul", "div") and concrete.count(True) == 1:
+        at = concrete.index(False)  # the linear combination; the other operand is concrete
+        arr = np.asarray(vals[1 - at])
+        uniform = arr.size > 0 and bool(np.all(arr == arr.reshape(-1)[0]))
+        scale = float(arr.reshape(-1)[0]) if uniform else 0.0
+        same = tuple(eqn.invars[at].aval.shape) == out_shape
+        if uniform and same and (name == "mul" or (at == 0 and scale != 0.0)):
+            factor = scale if name == "mul" else 1.0 / scale
+            return [{k: c * factor for k, c in vals[at].items()}]
+    return opaque

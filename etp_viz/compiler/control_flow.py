@@ -1,4 +1,12 @@
-"""ETP equations inside ``scan`` / ``while`` / ``cond`` bodies: reported, not learned online."""
+"""ETP equations inside ``scan`` / ``while`` bodies, or inside a ``cond`` that could not be
+if-converted: reported, not learned online.
+
+A ``cond`` outside any loop body is if-converted when the jaxpr is flattened
+(:func:`._jaxpr.inline_calls`: every branch computed, results picked by ``select_n``), so its
+ETP equations are top-level equations with relations like any other; what reaches this pass
+is a ``cond`` inside a loop body, or one whose branches have effects or a ``while`` loop
+(:func:`._jaxpr.cond_conversion_blocker`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,13 @@ from typing import Any
 
 from etp_viz import _compat
 
-from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, VISITS, sub_jaxprs, trace_to_param
+from ._jaxpr import (
+    CONTROL_FLOW_PRIMITIVE_NAMES,
+    VISITS,
+    cond_conversion_blocker,
+    sub_jaxprs,
+    trace_to_param,
+)
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 
 __all__ = ["report_control_flow_primitives"]
@@ -23,6 +37,8 @@ def report_control_flow_primitives(minfo: Any, diagnostics: DiagnosticCollector)
         VISITS.count += 1
         if eqn.primitive.name not in CONTROL_FLOW_PRIMITIVE_NAMES:
             continue
+        blocker = cond_conversion_blocker(eqn) if eqn.primitive.name == "cond" else None
+        why = f" (the cond is not if-converted: {blocker})" if blocker else ""
         for body, to_outer in _bodies(eqn, lambda v: v):
             for inner in _walk(body):
                 if not is_etp_primitive(inner.primitive):
@@ -40,9 +56,9 @@ def report_control_flow_primitives(minfo: Any, diagnostics: DiagnosticCollector)
                     DiagnosticKind.PRIMITIVE_INSIDE_CONTROL_FLOW,
                     DiagnosticLevel.WARNING,
                     f"ETP primitive {inner.primitive.name}{where} is inside `{eqn.primitive.name}` "
-                    f"(equation {index}); its weight is not learned online (the carry lineage "
-                    "across the loop is not exposed). Lift the op out of the loop body (call the "
-                    "model once per step) or learn it with BPTT.",
+                    f"(equation {index}){why}; its weight is not learned online (the carry "
+                    "lineage across the loop is not exposed). Lift the op out of the loop body "
+                    "(call the model once per step) or learn it with BPTT.",
                     primitive=inner.primitive,
                     weight_path=weight_path,
                     eqn_indices=(index,),

@@ -73,7 +73,7 @@ import jax
 from etp_viz import _compat
 
 from ._jaxpr import build_jaxpr, eval_jaxpr_collect
-from .claims import gradient_claims
+from .claims import DEFAULT_LEARNER, gradient_claims
 from .claims.plain import plain_report
 from .claims.verdict import WeightVerdict, cached_claims, find_weight_verdicts, verdicts_of
 from .diagnostics import (
@@ -235,6 +235,9 @@ class ETraceGraph(NamedTuple):
     weight_verdicts: dict = {}
     #: :meth:`verdicts` and :meth:`gradient_claims` per algorithm (None: not cached)
     verdict_cache: dict | None = None
+    #: the example inputs of one step it was compiled on (a learner built for its claims
+    #: compiles on them)
+    example_args: tuple = ()
 
     @property
     def _layout(self) -> ExecutorLayout:
@@ -253,7 +256,7 @@ class ETraceGraph(NamedTuple):
         hidden_path: Any = None,
         kind: Any = None,
         file: Any = None,
-        claims: Any = "d_rtrl",
+        claims: Any = DEFAULT_LEARNER,
         codes: bool = False,
     ) -> Explanation:
         """Print one report: every weight's status and the ``claims`` algorithm's claim,
@@ -312,7 +315,7 @@ class ETraceGraph(NamedTuple):
         """
         return verdicts_of(self, algorithm)
 
-    def gradient_claims(self, algorithm: Any = "d_rtrl") -> Any:
+    def gradient_claims(self, algorithm: Any = DEFAULT_LEARNER) -> Any:
         """Per weight leaf, is ``algorithm``'s online gradient exact, approximate or absent,
         and what does it drop? See :func:`etp_viz.compiler.claims.gradient_claims`.
 
@@ -321,7 +324,7 @@ class ETraceGraph(NamedTuple):
         """
         return cached_claims(self, algorithm)
 
-    def claims_json(self, algorithms: Any = ("d_rtrl",), path: Any = None) -> str:
+    def claims_json(self, algorithms: Any = (DEFAULT_LEARNER,), path: Any = None) -> str:
         """A snapshot of the gradient claims as JSON text (written to ``path`` when given),
         for ``etp_viz.testing.assert_claims`` and ``python -m etp_viz check``: a refactor
         that silently changes a weight's claim then fails a test, naming the weight.
@@ -468,6 +471,7 @@ def compile_etrace_graph(
         executor_jaxpr=executor_jaxpr,
         executor_layout=layout,
         bypass_hidden=tuple(bypass),
+        example_args=tuple(args),
         bypass_eqn_indices=bypass,
         weight_verdicts=verdicts,
         verdict_cache={},
@@ -571,7 +575,7 @@ def _under(key: str, name: str) -> bool:
 SNAPSHOT_FORMAT = "etp_viz.claims/1"
 
 
-def claims_snapshot(graph: Any, algorithms: Any = ("d_rtrl",)) -> dict[str, Any]:
+def claims_snapshot(graph: Any, algorithms: Any = (DEFAULT_LEARNER,)) -> dict[str, Any]:
     """The claims of ``graph`` for each algorithm as plain data: what ``graph.claims_json()``
     writes and ``etp_viz.testing.assert_claims`` compares.
 

@@ -2,8 +2,9 @@
 
 The jaxpr's invars are ``[model-argument leaves..., state leaves...]`` and its outvars
 ``[model-output leaves..., new state leaves...]`` (every compiled state, written or not).
-Nested ``jit``/``pjit`` bodies are spliced in (:func:`._jaxpr.inline_calls`) so every Var
-lives in one jaxpr and equation indices are stable ids.
+Nested ``jit``/``pjit`` bodies are spliced in, and ``cond``s holding ETP ops or writing
+step results are if-converted (:func:`._jaxpr.inline_calls`), so every Var lives in one jaxpr
+and equation indices are stable ids.
 """
 
 from __future__ import annotations
@@ -154,11 +155,13 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     out_treedef = stateful.get_out_treedef(*args).children()[0]
 
     open_jaxpr, consts = split_closed(closed)
-    flat = inline_calls(open_jaxpr, consts)
-    jaxpr = flat.jaxpr
     from etp_viz.ops.braintrace_adapter import register_braintrace_primitives_in
 
-    register_braintrace_primitives_in(jaxpr)  # a model built with braintrace: adopt its ETP ops
+    # a model built with braintrace: adopt its ETP ops (before inlining: if-converting a cond
+    # looks for ETP ops in its branches)
+    register_braintrace_primitives_in(open_jaxpr)
+    flat = inline_calls(open_jaxpr, consts)
+    jaxpr = flat.jaxpr
 
     retrieved = dict(brainstate.graph.states(model).items())
     state_id_to_path = {id(st): tuple(path) for path, st in retrieved.items()}

@@ -26,7 +26,7 @@ import numpy as np
 from etp_viz import _compat
 
 from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr, trace_to_param
-from ._positions import is_tail_position_preserving
+from ._positions import is_tail_position_preserving, ones_tangent_vanishes
 from .control_flow import report_control_flow_primitives
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 from .hidden_groups import find_hidden_groups_from_minfo
@@ -89,6 +89,9 @@ class HiddenParamOpRelation(NamedTuple):
     #: normalisation ``g * v / |v|``: ``v`` and ``g``); the learner pulls the relation's
     #: gradient back to all of them
     trainable_all_leaves: dict = {}
+    #: indices of the groups whose ``D_f`` (the tail's all-ones JVP) is zero by structure
+    #: (a shift-invariant tail: a layer normalisation): their traces stay 0 for every input
+    zero_tail_groups: tuple = ()
 
     @property
     def x(self) -> Any:
@@ -227,15 +230,17 @@ class _RelationFinder:
         if trainables is None:
             return None
         weight_path = next(iter(trainables["paths"].values()))
-        reached, path_eqns, blocking = self._forward(index, y_var)
-        connected, classes = self._connect(index, prim, weight_path, y_var, reached, blocking)
+        reached, path_eqns, masks = self._forward(index, y_var)
+        blocking = list(masks)
+        connected, classes = self._connect(index, prim, weight_path, y_var, reached, masks)
         if not connected:
             self._report_excluded(index, prim, weight_path, path_eqns, blocking)
             return None
         groups = list({self.groups[p].index: self.groups[p] for p in connected}.values())
         tails, tail_consts, tail_eqns = zip(*(self._tail(y_var, g, path_eqns) for g in groups))
         all_tail = sorted({i for eqns in tail_eqns for i in eqns})
-        preserving = self._check_tail(index, prim, weight_path, y_var, all_tail, connected)
+        zero = self._zero_tails(y_var, groups, tails, tail_consts, all_tail)
+        preserving = self._check_tail(index, prim, weight_path, y_var, all_tail, connected, zero)
         for path, cls in classes.items():
             if cls == PathClassification.MIXED:
                 self._report_mixed(index, prim, weight_path, path, blocking)
@@ -264,6 +269,7 @@ class _RelationFinder:
             y_to_hidden_group_constvars=[list(c) for c in tail_consts],
             trainable_param_constvars=trainables["constvars"],
             trainable_all_leaves=trainables["all_leaves"],
+            zero_tail_groups=zero,
         )
         self.diag.emit(
             DiagnosticKind.RELATION_INCLUDED,
@@ -379,18 +385,18 @@ class _RelationFinder:
         grow, so an equation is revisited at most once per group.
         """
         path_eqns: dict[int, None] = {}
-        blocking: dict[int, None] = {}
+        blocking: dict[int, int] = {}  # blocking equation -> groups its input may reach
         allowed: dict[Any, int] = {y_var: self.outvar_group_bit.get(y_var, -1)}
         queue = deque([y_var])
         while queue:
             var = queue.popleft()
             for consumer in self.du.consumers.get(var, ()):
-                if consumer in blocking or consumer == index:
+                if consumer == index:
                     continue
                 VISITS.count += 1
                 eqn = self.eqns[consumer]
                 if _is_blocking(eqn.primitive):
-                    blocking[consumer] = None
+                    blocking[consumer] = blocking.get(consumer, 0) | allowed.get(var, 0)
                     continue
                 path_eqns[consumer] = None
                 mask = 0
@@ -408,13 +414,21 @@ class _RelationFinder:
         reached = [
             p for p in self.paths if allowed.get(self.minfo.hidden_path_to_outvar[p], 0) != 0
         ]
-        return reached, path_eqns, list(blocking)
+        return reached, path_eqns, blocking
 
-    def _connect(self, index, prim, weight_path, y_var, reached, blocking):
+    def _connect(self, index, prim, weight_path, y_var, reached, blocking: dict):
+        """Keep the reached states whose shape broadcasts with ``y``; MIXED where a blocking
+        equation leads to them too (only for the groups its input may reach: a path through
+        another group's new value belongs to the learning signal, see :meth:`_forward`)."""
         through = 0
-        for b in blocking:
+        for b, groups in blocking.items():
+            paths = sum(
+                1 << i
+                for i, p in enumerate(self.paths)
+                if p in self.groups and groups >> self.groups[p].index & 1
+            )
             for out in self.eqns[b].outvars:
-                through |= self.reach.get(out, 0) if _compat.is_var(out) else 0
+                through |= self.reach.get(out, 0) & paths if _compat.is_var(out) else 0
         connected, classes = [], {}
         for path in reached:
             varshape = self.groups[path].varshape
@@ -467,7 +481,7 @@ class _RelationFinder:
         jaxpr, constvars = slice_jaxpr(self.minfo.jaxpr, indices, [y_var], group.hidden_outvars)
         return jaxpr, constvars, indices
 
-    def _check_tail(self, index, prim, weight_path, y_var, tail, connected) -> bool:
+    def _coupling(self, y_var, tail) -> list:
         dependent: dict[Any, None] = {y_var: None}
         coupling = []
         for i in tail:
@@ -478,7 +492,29 @@ class _RelationFinder:
             if not is_tail_position_preserving(eqn, flags):
                 coupling.append(i)
             dependent.update(dict.fromkeys(v for v in eqn.outvars if _compat.is_var(v)))
+        return coupling
+
+    def _zero_tails(self, y_var, groups, tails, consts, all_tail) -> tuple:
+        """Groups whose ``y -> h`` tail's all-ones JVP vanishes by structure (only a tail
+        that mixes positions can: see :func:`._positions.ones_tangent_vanishes`)."""
+        if not self._coupling(y_var, all_tail):
+            return ()
+        return tuple(
+            g.index
+            for g, jaxpr, cvars in zip(groups, tails, consts)
+            if ones_tangent_vanishes(jaxpr, [v.aval for v in cvars], y_var.aval)
+        )
+
+    def _check_tail(self, index, prim, weight_path, y_var, tail, connected, zero=()) -> bool:
+        coupling = self._coupling(y_var, tail)
         if coupling:
+            vanish = (
+                f" Its all-ones JVP (D_f) is zero by structure for group(s) {list(zero)} (the "
+                "tail is invariant to shifting y along the mixed positions, e.g. a layer "
+                "normalisation), so the traces there stay 0: no online gradient."
+                if zero
+                else ""
+            )
             self.diag.emit(
                 DiagnosticKind.RELATION_TAIL_COUPLES_POSITIONS,
                 DiagnosticLevel.WARNING,
@@ -486,12 +522,13 @@ class _RelationFinder:
                 f"mixes positions at equation(s) {coupling}, so dh/dy is not one number per "
                 "position; the relation is kept but marked (tail_position_preserving=False) "
                 "and its traces are approximate. Keep element-wise ops between the ETP op and "
-                "the hidden state.",
+                "the hidden state." + vanish,
                 primitive=prim,
                 weight_path=weight_path,
                 hidden_paths=connected,
                 eqn_indices=(index, *coupling),
                 coupling_eqn_indices=tuple(coupling),
+                zero_tail_groups=tuple(zero),
             )
         return not coupling
 

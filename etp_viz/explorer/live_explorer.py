@@ -35,11 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from etp_viz.live.frame_data import gather_frame
+from etp_viz.learn.registry import canonical_name, graph_claim_names
+from etp_viz.live.fidelity import VERIFY_STEPS, set_decay, verify_session
 from etp_viz.live.lesson import LessonSummary, lesson_budget, lesson_summary
 from etp_viz.live.session import SESSION_OPTIONS, Session
-from etp_viz.live.sources import ALGORITHM_NAMES, algorithm_name
 from etp_viz.view.plain import dropped_terms
+from etp_viz.view.weights import with_learner_claims
 
 from .headless import require_widget_packages, traitlets
 from .widget import Explorer, split_display_options
@@ -48,34 +49,6 @@ __all__ = ["LiveExplorer", "show"]
 
 #: Points of each series sent to the front end (the recent window).
 LIVE_WINDOW = 500
-#: Steps of the session's data that the Verify action replays (online vs BPTT).
-VERIFY_STEPS = 32
-
-
-def episode_window(session: Session, start: int, steps: int) -> tuple[Any, Any]:
-    """Stacked ``(xs, ys)`` of steps ``start .. start + steps - 1`` of a session's data."""
-    data = gather_frame(session.data, start, steps)
-    if data.error is not None:
-        raise data.error
-    return data.xs, data.ys
-
-
-def session_window(session: Session, steps: int) -> tuple[Any, Any]:
-    """Stacked ``(xs, ys)`` of the last ``steps`` steps of a session's data stream (its first
-    steps before the run got that far): a task or a function of the step can be re-read."""
-    if session.data.kind == "iterable":
-        raise ValueError(
-            "Verify re-reads the session's data, and an iterable cannot be re-read: pass the "
-            "data as a function of the step (data=lambda t: (xs[t], ys[t])) or a task, or call "
-            "explorer.verify(xs, ys) with arrays."
-        )
-    if steps < 1:
-        raise ValueError(f"steps must be a positive number of steps, got {steps}")
-    start = max(int(session.step_count) - steps, 0)
-    data = gather_frame(session.data, start, steps)
-    if data.error is not None:
-        raise data.error
-    return data.xs, data.ys
 
 
 class LiveExplorer(Explorer):
@@ -167,45 +140,12 @@ class LiveExplorer(Explorer):
         self.session.save_history(path)
 
     def verify(self, xs: Any = None, ys: Any = None, *, steps: int = 0, **options: Any) -> Any:
-        """Measure each weight's online gradient against BPTT and show it beside its claim.
-
-        Without ``xs``, on the session's own data: the last ``steps`` steps of the stream
-        (default :data:`VERIFY_STEPS`; the first ones before the run has gone that far), from
-        the current weights and hidden states, with the session's loss and algorithm. On an
-        episodic task it is the last whole episode (the first one before the run finished
-        one), from the state every episode starts in, which is what the run's gradient is
-        about. The run is not changed.
-        """
-        episodes = self.session.episodes
-        if xs is None:
-            if self.session.running:
-                raise RuntimeError("Pause the run before verifying (the weights are moving).")
-            options.setdefault("loss", self.session.loss_fn)
-            if episodes is not None:
-                start = max(self.session.step_count // episodes.length - 1, 0) * episodes.length
-                xs, ys = episode_window(self.session, start, episodes.length)
-                saved = [(state, state.value) for state, _ in episodes.states]
-                episodes.reset()  # the episode's start state
-                try:
-                    return self._verify_named(xs, ys, options)
-                finally:
-                    for state, value in saved:
-                        state.value = value
-            xs, ys = session_window(self.session, steps or VERIFY_STEPS)
-        return self._verify_named(xs, ys, options)
-
-    def _verify_named(self, xs: Any, ys: Any, options: dict[str, Any]) -> Any:
-        """:meth:`verify` with the session's learner (by name, or the instance itself)."""
-        name = str(self.session.history.meta.get("algorithm", "")).lower()
-        if name in ALGORITHM_NAMES:
-            options.setdefault("algorithm", name)
-            if name == "es_d_rtrl":
-                options.setdefault(
-                    "decay", (self.session.algorithm.alpha_x, self.session.algorithm.alpha_f)
-                )
-        else:  # 'snap2', 'bptt', an instance: the session's own learner (states restored)
-            options.setdefault("algorithm", self.session.algorithm)
-        return super().verify(xs, ys, **options)
+        """Measure each weight's online gradient against BPTT and show it beside its claim:
+        :func:`etp_viz.live.fidelity.verify_session` (without ``xs``: on the session's own
+        data, the last whole episode or the last ``steps`` steps). The run is not changed."""
+        report = verify_session(self.session, xs, ys, steps=steps or VERIFY_STEPS, **options)
+        self.verification = report.to_json()
+        return report
 
     def _verify_request(self, steps: int) -> dict[str, Any]:
         report = self.verify(steps=steps)
@@ -327,7 +267,7 @@ class LiveExplorer(Explorer):
         if "steps_per_frame" in params:
             self.session.steps_per_frame = max(1, int(params["steps_per_frame"]))
         if "decay" in params:
-            self._set_decay(params["decay"])
+            set_decay(self.session, params["decay"])
         if "record" in params:
             record = params["record"]
             names = {p["name"] for p in self.live_panels}
@@ -341,18 +281,6 @@ class LiveExplorer(Explorer):
             "decay": self.live_status["decay"],
             "record": self.live_status["record"],
         }
-
-    def _set_decay(self, decay: Any) -> None:
-        algorithm = self.session.algorithm
-        if not hasattr(algorithm, "alpha_x"):
-            raise ValueError("`decay` applies to ES-D-RTRL only (algorithm='es_d_rtrl').")
-        from etp_viz.learn.trace_math import resolve_decay
-
-        alphas = resolve_decay(decay)
-        if self.session.running:
-            raise RuntimeError("Pause the run before changing the decay.")
-        with self.session.recompiling():  # the decay is a constant of the compiled frame
-            algorithm.alpha_x, algorithm.alpha_f = alphas
 
 
 def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
@@ -391,7 +319,7 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
         raise type(error)(f"{error}\nLive-session options: {sorted(SESSION_OPTIONS)}.") from None
     if live.get("task") is None and live.get("data") is None:
         if isinstance(live.get("algorithm"), str):  # a static view: whose claims to show
-            options["algorithm"] = algorithm_name(live.pop("algorithm"))
+            options["algorithm"] = canonical_name(live.pop("algorithm"))
         if live:
             raise TypeError(
                 f"Options {sorted(live)} need a live run: add `task=` (e.g. "
@@ -411,29 +339,12 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
         from etp_viz.compiler import compile_etrace_graph
 
         graph = compile_etrace_graph(model, *example_inputs)
-    name = str(session.history.meta.get("algorithm", "")).lower()
-    options.setdefault("algorithm", name if name in ALGORITHM_NAMES else None)  # its claims
+    name = str(session.history.meta.get("algorithm", ""))
+    options.setdefault("algorithm", name if name in graph_claim_names() else None)  # its claims
     explorer = LiveExplorer(graph, session, max_rate=max_rate, **options)
     if options["algorithm"] is None and explorer.view_model:  # a learner stating its own claims
         explorer.view_model = with_learner_claims(explorer.view_model, session.algorithm)
     return explorer
-
-
-def with_learner_claims(vm: dict, algorithm: Any) -> dict:
-    """The view model with each weight's ``claim`` / ``claim_reason`` from a learner
-    instance (RTRL, SnAp, UORO, truncated BPTT, a user's subclass): what a name-less view
-    cannot compute."""
-    from etp_viz.view.weights import claims_by_weight
-
-    try:
-        claims = claims_by_weight(algorithm.graph.gradient_claims(algorithm))
-    except Exception:  # noqa: BLE001 - a learner that states no claims: none shown
-        return vm
-    weights = []
-    for weight in vm.get("weights") or []:
-        kind, reason = claims.get(weight["path"], (None, ""))
-        weights.append({**weight, "claim": kind, "claim_reason": reason} if kind else weight)
-    return {**vm, "weights": weights}
 
 
 def _compare(model: Any, x: Any, live: dict, options: dict, max_rate: float) -> Explorer:

@@ -28,6 +28,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from etp_viz.compiler.claims import DEFAULT_LEARNER
+
 from .bundle import MISSING_ESM, bundle_text
 from .headless import anywidget, traitlets  # stand-ins without the [explorer] extra
 
@@ -241,7 +243,7 @@ class Explorer(anywidget.AnyWidget):
         from etp_viz.learn import verify
 
         vm_options = dict((self.view_model or {}).get("options") or {})
-        options.setdefault("algorithm", vm_options.get("algorithm") or "d_rtrl")
+        options.setdefault("algorithm", vm_options.get("algorithm") or DEFAULT_LEARNER)
         report = verify(self.graph.module_info.model, xs, ys, **options)
         self.verification = report.to_json()
         return report

@@ -20,57 +20,51 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+
+import brainstate
+
+from etp_viz.compiler.claims import DEFAULT_LEARNER, install_learner_directory
+
+from .contract import (
+    ClaimRefiner,
+    DecayingTraces,
+    LearnerState,
+    OnlineLearner,
+    StepRecorder,
+    TraceLearner,
+    learner_bytes,
+    learner_states,
+)
 
 __all__ = [
     "DEFAULT_LEARNER",
     "LEARNERS",
+    "ClaimRefiner",
+    "DecayingTraces",
     "LearnerSpec",
+    "LearnerState",
     "OnlineLearner",
+    "REFERENCE_LEARNER",
+    "StepRecorder",
+    "TraceLearner",
     "build_learner",
     "canonical_name",
+    "graph_claim_names",
+    "learner_bytes",
     "learner_names",
+    "learner_states",
+    "name_of",
+    "resolve",
     "spec_of",
 ]
 
 
-@runtime_checkable
-class OnlineLearner(Protocol):
-    """An online learner of ``model``.
+#: The exact reference a lesson measures every learner against: BPTT over each episode.
+REFERENCE_LEARNER = "bptt"
 
-    Members
-    -------
-    model
-        The ``brainstate`` module it learns.
-    compile_graph(*example_args)
-        Prepare for inputs shaped like ``example_args`` (one step).
-    param_states
-        The model's weights it produces gradients for (``{path: ParamState}``).
-    __call__(*args)
-        One forward step: the model's output, with the learner's state (traces, influence,
-        window) advanced so that a gradient of a loss of this output is the online gradient.
-    reset_state(batch_size=None)
-        The model's hidden states and the learner's own state back to their start.
-    reset_traces()
-        Only the learner's own state back to zero (a fidelity window's start).
-    """
-
-    model: Any
-
-    def compile_graph(self, *args: Any) -> None: ...
-
-    @property
-    def param_states(self) -> Any: ...
-
-    def __call__(self, *args: Any) -> Any: ...
-
-    def reset_state(self, batch_size: int | None = None, **kwargs: Any) -> None: ...
-
-    def reset_traces(self) -> None: ...
-
-
-#: The learner used when none is named.
-DEFAULT_LEARNER = "d_rtrl"
+#: The learner used when none is named: :data:`DEFAULT_LEARNER` (``"d_rtrl"``, defined beside
+#: the claims so that the compiler's defaults name the same learner).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +91,10 @@ class LearnerSpec:
         past steps).
     summary : str
         One plain sentence for menus and errors.
+    graph_claims : bool
+        Whether the compiled graph alone derives its claims (the ETP learners: a static
+        ``show(model, x, algorithm=name)`` states them without building the learner); the
+        others' claims come from the learner built on the model.
     """
 
     name: str
@@ -106,6 +104,7 @@ class LearnerSpec:
     aliases: tuple[str, ...] = ()
     kind: str = "etp"
     summary: str = ""
+    graph_claims: bool = False
 
 
 def _learn() -> Any:
@@ -113,11 +112,11 @@ def _learn() -> Any:
     package; the registry itself stays import-free)."""
     import types
 
-    from .d_rtrl import D_RTRL
-    from .eprop import EProp
-    from .es_d_rtrl import ES_D_RTRL
+    from .etp.d_rtrl import D_RTRL
+    from .etp.eprop import EProp
+    from .etp.es_d_rtrl import ES_D_RTRL, OSTLFeedforward
     from .influence.algorithms import RTRL, UORO, SnAp
-    from .influence.ostl import OSTLFeedforward, OSTLRecurrent
+    from .influence.ostl import OSTLRecurrent
     from .influence.tbptt import BPTT, TruncatedBPTT
 
     return types.SimpleNamespace(
@@ -163,6 +162,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             ("mesh", "vjp_method", "trace_dtype"),
             ("drtrl", "param_dim"),
             summary="diagonal RTRL: one eligibility trace per weight entry",
+            graph_claims=True,
         ),
         LearnerSpec(
             "es_d_rtrl",
@@ -171,6 +171,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             ("decay", "mesh", "vjp_method", "trace_dtype"),
             ("pp_prop", "esdrtrl", "io_dim"),
             summary="D-RTRL with each trace factorised into input x output decaying averages",
+            graph_claims=True,
         ),
         LearnerSpec(
             "eprop",
@@ -179,6 +180,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             ("mesh", "feedback", "kappa_filter_decay"),
             ("e_prop",),
             summary="e-prop (Bellec et al. 2020): D-RTRL traces, learning signal by feedback",
+            graph_claims=True,
         ),
         LearnerSpec(
             "rtrl",
@@ -216,6 +218,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "ostl_feedforward",
             ("decay", "mesh"),
             summary="OSTL for feed-forward layers: the factorised pre x post trace",
+            graph_claims=True,
         ),
         LearnerSpec(
             "bptt",
@@ -330,3 +333,138 @@ def build_learner(
     if order is not None:
         kwargs["n"] = order
     return spec.factory(model, **kwargs)
+
+
+def graph_claim_names() -> tuple[str, ...]:
+    """The learners whose claims the compiled graph alone derives (``LearnerSpec.graph_claims``).
+
+    >>> graph_claim_names()
+    ('d_rtrl', 'es_d_rtrl', 'eprop', 'ostl_feedforward')
+    """
+    return tuple(spec.name for spec in LEARNERS.values() if spec.graph_claims)
+
+
+def name_of(algorithm: Any) -> str | None:
+    """The registry's canonical name of a learner given in any form: a name, a learner class or
+    instance (its ``claim_family``; SnAp's order from ``n``); None for a factory or anything
+    the registry does not know (a user's own learner class).
+
+    >>> import etp_viz
+    >>> name_of("pp_prop"), name_of(etp_viz.ES_D_RTRL), name_of(lambda m: None)
+    ('es_d_rtrl', 'es_d_rtrl', None)
+    """
+    if isinstance(algorithm, str):
+        return canonical_name(algorithm)
+    family = getattr(algorithm, "claim_family", None)
+    if family == "snap":
+        order = getattr(algorithm, "n", None)
+        return f"snap{order}" if isinstance(order, int) else "snap1"
+    return family if isinstance(family, str) and family in LEARNERS else None
+
+
+def _missing_members(candidate: Any) -> list[str]:
+    members: tuple[str, ...] = ("model", "claim_family", "mesh", "graph", "param_states")
+    members = (*members, "compile_graph", "reset_state", "reset_traces", "gradient_claims")
+    missing = [m for m in members if not hasattr(type(candidate), m) and not hasattr(candidate, m)]
+    return missing if callable(candidate) else [*missing, "__call__"]
+
+
+def resolve(
+    model: Any,
+    algorithm: Any = DEFAULT_LEARNER,
+    options: dict[str, Any] | None = None,
+    *,
+    where: str = "algorithm",
+    **defaults: Any,
+) -> OnlineLearner:
+    """The one way an entry point turns a user's ``algorithm`` into a learner of ``model``.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+    algorithm : str, class, callable or learner
+        A registered name (any alias, ``'SnAp-2'``), a learner class (``etp_viz.SnAp``: called
+        as ``cls(model, **options)``), a factory ``model -> learner`` (e.g.
+        ``functools.partial(etp_viz.EProp, kappa_filter_decay=0.9)``), or a built learner
+        (used as is: it must have been built for ``model``, and takes no options).
+    options : dict, optional
+        The user's explicit options (:func:`build_learner`'s).
+    where : str
+        The entry point's parameter, named in errors.
+    **defaults
+        The entry point's settings (a session's ``decay``, ``window``, ``episode``, ``mesh``):
+        used where the learner takes them.
+
+    Returns
+    -------
+    OnlineLearner
+        Checked against the contract: a candidate missing a member is a TypeError naming it.
+
+    Examples
+    --------
+    >>> import brainstate, jax.numpy as jnp, etp_viz
+    >>> net = etp_viz.nn.GRUCell(2, 3)
+    >>> _ = brainstate.nn.init_all_states(net)
+    >>> [type(resolve(net, a)).__name__ for a in ("SnAp-2", etp_viz.RTRL, etp_viz.D_RTRL(net))]
+    ['SnAp', 'RTRL', 'D_RTRL']
+    """
+    options = dict(options or {})
+    if isinstance(algorithm, str):
+        return build_learner(model, algorithm, options, **defaults)
+    mesh = defaults.get("mesh")
+    if isinstance(algorithm, type):
+        learner = algorithm(model, **({"mesh": mesh} if mesh is not None else {}), **options)
+    elif isinstance(algorithm, brainstate.nn.Module) and hasattr(algorithm, "compile_graph"):
+        if options:
+            raise TypeError(
+                f"{where}: option(s) {sorted(options)} for a built {type(algorithm).__name__}; "
+                "pass them when building it (or give the learner by name or class)."
+            )
+        if getattr(algorithm, "model", None) is not model:
+            raise ValueError(
+                f"{where}: the {type(algorithm).__name__} instance was built for another model; "
+                "build it on this one, or pass its name or class."
+            )
+        if mesh is not None and getattr(algorithm, "mesh", None) is not mesh:
+            raise ValueError(
+                "mesh= applies to a learner given by name or class; build the instance with "
+                "it instead, e.g. etp_viz.D_RTRL(model, mesh=mesh)"
+            )
+        learner = algorithm
+    elif callable(algorithm):
+        learner = algorithm(model, **options)
+    else:
+        raise TypeError(
+            f"{where} must be a learner name ({list(learner_names())}), a learner class, a "
+            f"factory `model -> learner` or a built learner; got {algorithm!r}."
+        )
+    missing = _missing_members(learner)
+    if missing:
+        raise TypeError(
+            f"{where}: {type(learner).__name__} is not an online learner (it lacks {missing}; "
+            "see etp_viz.learn.registry.OnlineLearner). Pass one of "
+            f"{list(learner_names())} or an etp_viz learner (e.g. etp_viz.D_RTRL(model))."
+        )
+    return learner
+
+
+class _Directory:
+    """The registry as the compiler sees it (``install_learner_directory``): a name's claim
+    family, and a learner built for the claims the graph does not derive."""
+
+    def family_of(self, name: str) -> str:
+        return spec_of(name).family
+
+    def learner_for(self, graph: Any, name: str) -> Any:
+        if not graph.example_args:
+            raise ValueError(
+                f"this graph keeps no example inputs, so {name!r} cannot be built for its "
+                "claims; build the learner and call learner.gradient_claims()"
+            )
+        # claims do not depend on the episode's length ('bptt' is exact over any episode)
+        learner = build_learner(graph.module_info.model, name, episode=1)
+        learner.compile_graph(*graph.example_args)
+        return learner
+
+
+install_learner_directory(_Directory())

@@ -29,10 +29,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from etp_viz.compiler.claims import CLAIM_KINDS, GradientClaims, claim_algorithm
+from etp_viz.compiler.claims import (
+    GradientClaim,
+    GradientClaims,
+    claim_algorithm,
+    combine_leaf_claims,
+)
 from etp_viz.compiler.dataflow import leaf_name
 
 from .bptt import bptt_gradients
+from .registry import DEFAULT_LEARNER
 
 __all__ = ["VerifyReport", "VerifyRow", "verify"]
 
@@ -202,7 +208,7 @@ def verify(
     xs: Any,
     ys: Any = None,
     *,
-    algorithm: Any = "d_rtrl",
+    algorithm: Any = DEFAULT_LEARNER,
     loss: Callable[..., Any] | None = None,
     **options: Any,
 ) -> VerifyReport:
@@ -472,9 +478,12 @@ def _row(path: str, kind: str, reason: str, online: np.ndarray, true: np.ndarray
 
 
 def _combine(path: str, rows: list) -> VerifyRow:
-    """Several leaves as one vector: norms and the dot product add up over the leaves."""
-    order = {kind: -rank for rank, kind in enumerate(CLAIM_KINDS)}  # worst first
-    worst = min(rows, key=lambda r: order.get(r.claim, -len(order))).claim
+    """Several leaves as one vector: norms and the dot product add up over the leaves; the
+    claim is the compiler's one rule for a ParamState (its worst leaf,
+    :func:`etp_viz.compiler.claims.combine_leaf_claims`)."""
+    worst, reason = combine_leaf_claims(
+        [(r.path, GradientClaim(r.path, r.claim, reason=r.reason)) for r in rows]
+    )
     n_on = float(np.sqrt(sum(r.online_norm**2 for r in rows)))
     n_true = float(np.sqrt(sum(r.true_norm**2 for r in rows)))
     diff2 = [
@@ -484,7 +493,6 @@ def _combine(path: str, rows: list) -> VerifyRow:
     cosine = dot / (n_on * n_true) if n_on > 0 and n_true > 0 else float(n_on == n_true)
     diff = float(np.sqrt(sum(diff2)))
     rel = diff / n_true if n_true > 0 else (0.0 if diff == 0 else float("inf"))
-    reason = "; ".join(dict.fromkeys(r.reason for r in rows if r.claim == worst and r.reason))
     why = "; ".join(f"{r.path}: {r.contradiction}" for r in rows if r.contradiction)
     return VerifyRow(path, worst, reason, float(cosine), rel, n_on, n_true, why)
 

@@ -33,8 +33,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import brainstate
-import jax
 import numpy as np
+
+from etp_viz.learn.registry import learner_bytes
 
 from .history import History
 from .runner import Runner
@@ -90,18 +91,8 @@ class SharedStream:
 
 def learner_state_bytes(algorithm: Any, model: Any) -> int:
     """Bytes of the states an online learner keeps beside its model's own (traces, the
-    influence matrix, a window buffer): what grows with the algorithm, not the model."""
-    own = {id(s) for s in brainstate.graph.states(model).values()}
-    total = 0
-    try:
-        states = brainstate.graph.states(algorithm).values()
-    except Exception:  # noqa: BLE001 - an object without brainstate states keeps none
-        return 0
-    for state in states:
-        if id(state) in own:
-            continue
-        total += sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree.leaves(state.value))
-    return total
+    influence matrix, a window buffer): :func:`etp_viz.learn.registry.learner_bytes`."""
+    return sum(learner_bytes(algorithm).values())
 
 
 def _label(algorithm: Any) -> str:

@@ -35,7 +35,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from etp_viz.learn.registry import OnlineLearner
+from etp_viz.learn.registry import DecayingTraces, OnlineLearner, graph_claim_names, spec_of
+
+from .frame_data import gather_frame
 
 __all__ = ["FidelityMeter", "MeterContext", "aligned_window", "compare_gradients", "reference_text"]
 
@@ -263,8 +265,99 @@ class FidelityMeter:
         algorithm = self.context.algorithm
         # zero the traces only: the model's states are overwritten just below, and a model
         # reset could build new State objects the session's compiled frames do not read
-        reset = getattr(algorithm, "reset_traces", None) or getattr(algorithm, "reset_state", None)
-        if reset is not None:
-            reset()
+        algorithm.reset_traces()
         for state, value in zip(self.model_states, start_values):
             state.value = value
+
+
+# -- verifying a session's own window (the Verify action; headless) ----------------------------
+
+#: Steps of a session's data that a verify without inputs replays (online vs BPTT).
+VERIFY_STEPS = 32
+
+
+def episode_window(session: Any, start: int, steps: int) -> tuple[Any, Any]:
+    """Stacked ``(xs, ys)`` of steps ``start .. start + steps - 1`` of a session's data."""
+    data = gather_frame(session.data, start, steps)
+    if data.error is not None:
+        raise data.error
+    return data.xs, data.ys
+
+
+def session_window(session: Any, steps: int) -> tuple[Any, Any]:
+    """Stacked ``(xs, ys)`` of the last ``steps`` steps of a session's data stream (its first
+    steps before the run got that far): a task or a function of the step can be re-read."""
+    if session.data.kind == "iterable":
+        raise ValueError(
+            "Verify re-reads the session's data, and an iterable cannot be re-read: pass the "
+            "data as a function of the step (data=lambda t: (xs[t], ys[t])) or a task, or call "
+            "verify(xs, ys) with arrays."
+        )
+    if steps < 1:
+        raise ValueError(f"steps must be a positive number of steps, got {steps}")
+    return episode_window(session, max(int(session.step_count) - steps, 0), steps)
+
+
+def verify_session(
+    session: Any, xs: Any = None, ys: Any = None, *, steps: int = VERIFY_STEPS, **options: Any
+) -> Any:
+    """:func:`etp_viz.verify` of a session's learner, by default on the session's own data.
+
+    Without ``xs``: the last ``steps`` steps of the stream (the first ones before the run has
+    gone that far), from the current weights and hidden states, with the session's loss; on an
+    episodic task the last whole episode (the first one before the run finished one), from the
+    state every episode starts in, which is what the run's gradient is about. The learner is
+    the session's: by name with the session's decay where the graph derives its claims,
+    else the session's own instance (its states restored afterwards). The run is not changed.
+
+    >>> report = verify_session(session)  # doctest: +SKIP
+    >>> report.verdict()                  # doctest: +SKIP
+    """
+    from etp_viz.learn import verify
+
+    model = session.model
+    options.setdefault("algorithm", _verify_learner(session, options))
+    if xs is not None:
+        return verify(model, xs, ys, **options)
+    if session.running:
+        raise RuntimeError("Pause the run before verifying (the weights are moving).")
+    options.setdefault("loss", session.loss_fn)
+    episodes = session.episodes
+    if episodes is None:
+        return verify(model, *session_window(session, steps), **options)
+    start = max(session.step_count // episodes.length - 1, 0) * episodes.length
+    window = episode_window(session, start, episodes.length)
+    saved = [(state, state.value) for state, _ in episodes.states]
+    episodes.reset()  # the episode's start state
+    try:
+        return verify(model, *window, **options)
+    finally:
+        for state, value in saved:
+            state.value = value
+
+
+def _verify_learner(session: Any, options: dict[str, Any]) -> Any:
+    """The learner a session's verify uses: its registry name where the graph derives its
+    claims (with the session's decays), else the session's own instance."""
+    name = str(session.history.meta.get("algorithm", ""))
+    learner = session.algorithm
+    if name not in graph_claim_names():  # 'snap2', 'bptt', a user's learner: the instance
+        return learner
+    if "decay" in spec_of(name).options and isinstance(learner, DecayingTraces):
+        options.setdefault("decay", (learner.alpha_x, learner.alpha_f))
+    return name
+
+
+def set_decay(session: Any, decay: Any) -> None:
+    """Change a paused session's ES-D-RTRL trace decays (``decay`` as ``ES_D_RTRL``'s
+    ``decay_or_rank``); the next frame recompiles (the decays are constants of it)."""
+    from etp_viz.learn.etp.trace_math import resolve_decay
+
+    learner = session.algorithm
+    if not isinstance(learner, DecayingTraces):
+        raise ValueError("`decay` applies to ES-D-RTRL only (algorithm='es_d_rtrl').")
+    alphas = resolve_decay(decay)
+    if session.running:
+        raise RuntimeError("Pause the run before changing the decay.")
+    with session.recompiling():  # the decay is a constant of the compiled frame
+        learner.alpha_x, learner.alpha_f = alphas

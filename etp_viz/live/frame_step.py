@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from etp_viz.learn.registry import OnlineLearner
+from etp_viz.learn.registry import OnlineLearner, StepRecorder
 
 from .probe import Probe
 from .recorder import Recorder
@@ -47,6 +47,7 @@ from .sources import UserCodeError
 __all__ = [
     "Flight",
     "FrameContext",
+    "FrameSteps",
     "build_frame",
     "frame_schedule",
     "replay_pieces",
@@ -117,57 +118,79 @@ class FrameContext:
 def build_frame(context: FrameContext, careful: bool, every: int | None = None) -> Callable:
     """The jitted frame ``(ring, opt_state, xs, ys) -> (ring, opt_state, packed)`` of a
     session's :class:`FrameContext`, measuring every ``every``-th step (default: the
-    context's ``record_every``).
+    context's ``record_every``): :meth:`FrameSteps.careful_frame` (every step checked, a row
+    per step) or :meth:`FrameSteps.fast_frame` (blocks of plain steps, one measured step each).
 
     Neither donates its arguments: the session keeps a frame's start states (references)
     to replay it if it turns out suspect.
     """
-    algorithm, params, probe = context.algorithm, context.params, context.probe
-    optimizer, recorder, user_loss = context.optimizer, context.recorder, context.loss_fn
+    steps = FrameSteps(context, every)
+    return brainstate.transform.jit(steps.careful_frame if careful else steps.fast_frame)
 
-    def loss_of(x_t: Any, y_t: Any) -> Any:
-        output = algorithm(x_t)
+
+class FrameSteps:
+    """The pieces of a session's compiled frame, each a named step of one training loop.
+
+    ``train_step`` is one online step and optimizer update; ``plain_step`` keeps only the
+    every-step columns; ``block`` runs ``every - 1`` plain steps and one measured one;
+    ``fast_frame`` scans blocks; ``careful_step`` / ``careful_frame`` check every step and
+    stop at the first failing one.
+    """
+
+    def __init__(self, context: FrameContext, every: int | None = None) -> None:
+        self.context = context
+        self.algorithm, self.params, self.probe = context.algorithm, context.params, context.probe
+        self.optimizer, self.recorder = context.optimizer, context.recorder
+        self.every = max(1, int(context.record_every if every is None else every))
+        self.grad_fn = brainstate.transform.grad(
+            self.loss_of, self.params, has_aux=True, return_value=True
+        )
+        self.heavy_columns = jnp.asarray(self.recorder.heavy_mask())
+        self.dense_width = self.recorder.dense_width
+        # the learn hook's per-step df / dh-dh summary is only read on measured steps: a plain
+        # step puts the previous record back, so XLA drops the summary from the plain steps
+        self.record = None
+        if self.probe.records_step_data and isinstance(self.algorithm, StepRecorder):
+            self.record = self.algorithm.step_data_record
+
+    def loss_of(self, x_t: Any, y_t: Any) -> Any:
+        """The user's loss of one step's output, and the output."""
+        output = self.algorithm(x_t)
         try:
-            value = user_loss(output, y_t)
+            value = self.context.loss_fn(output, y_t)
         except Exception as error:  # noqa: BLE001 - reported to the user, not fatal
             # Tracing happens on a chunk's first call: name that chunk's first step.
-            raise UserCodeError("loss", context.chunk_start(), error) from error
+            raise UserCodeError("loss", self.context.chunk_start(), error) from error
         return jnp.asarray(value).reshape(()), output
 
-    grad_fn = brainstate.transform.grad(loss_of, params, has_aux=True, return_value=True)
-    every = max(1, int(context.record_every if every is None else every))
-    heavy_columns = jnp.asarray(recorder.heavy_mask())
-
-    reset = context.episode_reset
-
-    def train_step(opt_state: Any, x_t: Any, y_t: Any) -> tuple:
+    def train_step(self, opt_state: Any, x_t: Any, y_t: Any) -> tuple:
+        """One online step and its update: ``((loss, dense row), grads, updates, old weights,
+        new weights, new optimizer state)`` (the weights not written yet)."""
+        reset = self.context.episode_reset
         if reset is not None:  # an episode's first step starts from the initial states
             y_t, start = y_t
             reset(start)
-        grads, loss, output = grad_fn(x_t, y_t)
+        grads, loss, output = self.grad_fn(x_t, y_t)
         # the every-step columns (loss, accuracy counts, activity), read after the step
-        dense = probe.dense_row(loss, output, y_t, grads).astype(recorder.dtype)
+        dense = self.probe.dense_row(loss, output, y_t, grads).astype(self.recorder.dtype)
+        params = self.params
         old = {name: state.value for name, state in params.items()}
-        updates, new_opt_state = optimizer.update(grads, opt_state, old)
+        updates, new_opt_state = self.optimizer.update(grads, opt_state, old)
         new = {name: jax.tree.map(lambda p, u: p + u, old[name], updates[name]) for name in params}
         return (loss, dense), grads, updates, old, new, new_opt_state
 
-    dense_width = recorder.dense_width
-
-    # the learn hook's per-step df / dh-dh summary is only read on measured steps: a plain
-    # step puts the previous record back, so XLA drops the summary from the plain steps
-    record = getattr(algorithm, "step_data_record", None) if probe.records_step_data else None
-
-    def plain_step(opt_state: Any, inputs: tuple) -> tuple:
+    def plain_step(self, opt_state: Any, inputs: tuple) -> tuple:
+        """A step whose record is the dense columns only (the summary record put back)."""
+        record = self.record
         kept = record.value if record is not None else None
-        (_, dense), _, _, _, new, opt_state = train_step(opt_state, *inputs)
-        for name, state in params.items():
+        (_, dense), _, _, _, new, opt_state = self.train_step(opt_state, *inputs)
+        for name, state in self.params.items():
             state.value = new[name]
         if record is not None:
             record.value = kept
         return opt_state, dense
 
-    def block(opt_state: Any, xs: Any, ys: Any) -> tuple:
+    def block(self, opt_state: Any, xs: Any, ys: Any) -> tuple:
         """``length - 1`` plain steps (the dense columns only: loss, accuracy, activity), then
         one measured step (every metric): the ``(length, dense_width)`` dense rows and the
         measured step's ``(width,)`` row."""
@@ -175,17 +198,20 @@ def build_frame(context: FrameContext, careful: bool, every: int | None = None) 
         losses = []
         if length > 1:
             head = [jax.tree.map(lambda a: a[:-1], t) for t in (xs, ys)]
-            opt_state, plain = brainstate.transform.scan(plain_step, opt_state, tuple(head))
-            losses.append(plain.astype(recorder.dtype))
+            opt_state, plain = brainstate.transform.scan(self.plain_step, opt_state, tuple(head))
+            losses.append(plain.astype(self.recorder.dtype))
         x_t, y_t = (jax.tree.map(lambda a: a[-1], t) for t in (xs, ys))
-        (loss, dense), grads, updates, _, new, opt_state = train_step(opt_state, x_t, y_t)
-        for name, state in params.items():
+        (loss, dense), grads, updates, _, new, opt_state = self.train_step(opt_state, x_t, y_t)
+        for name, state in self.params.items():
             state.value = new[name]
-        row = probe.row(loss, grads, updates, True, dense).astype(recorder.dtype)
-        losses.append(row[:dense_width][None])
+        row = self.probe.row(loss, grads, updates, True, dense).astype(self.recorder.dtype)
+        losses.append(row[: self.dense_width][None])
         return opt_state, (jnp.concatenate(losses) if len(losses) > 1 else losses[0], row)
 
-    def fast_frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
+    def fast_frame(self, ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
+        """Blocks of ``every`` steps (a scan), the rest as one block; checks only the losses,
+        the measured rows and the final weights (a suspect frame is replayed carefully)."""
+        every, recorder, width = self.every, self.recorder, self.dense_width
         status = recorder.status_of(ring)
         length = jax.tree.leaves(xs)[0].shape[0]
         full, rest = divmod(length, every)
@@ -197,19 +223,19 @@ def build_frame(context: FrameContext, careful: bool, every: int | None = None) 
                 for t in (xs, ys)
             ]
             opt_state, (block_losses, rows) = brainstate.transform.scan(
-                lambda o, xy: block(o, *xy), opt_state, tuple(blocks)
+                lambda o, xy: self.block(o, *xy), opt_state, tuple(blocks)
             )
-            loss_parts.append(block_losses.reshape(full * every, dense_width))
+            loss_parts.append(block_losses.reshape(full * every, width))
             measured_parts.append(rows)
         elif full == 1:
-            opt_state, (block_losses, row) = block(
+            opt_state, (block_losses, row) = self.block(
                 opt_state, *(_part(t, 0, every) for t in (xs, ys))
             )
             loss_parts.append(block_losses)
             measured_parts.append(row[None])
         if rest:
             start = full * every
-            opt_state, (block_losses, row) = block(
+            opt_state, (block_losses, row) = self.block(
                 opt_state, *(_part(t, start, length) for t in (xs, ys))
             )
             loss_parts.append(block_losses)
@@ -218,41 +244,42 @@ def build_frame(context: FrameContext, careful: bool, every: int | None = None) 
         measured = jnp.concatenate(measured_parts) if len(measured_parts) > 1 else measured_parts[0]
         # the only checks of the fast frame: every loss, every measured row, the final state
         rows_ok = jnp.all(jnp.isfinite(losses)) & jnp.all(jnp.isfinite(measured))
-        state_ok = jnp.all(probe.check_state({n: s.value for n, s in params.items()}))
-        suspect = ~(rows_ok & state_ok)
+        weights = {n: s.value for n, s in self.params.items()}
+        suspect = ~(rows_ok & jnp.all(self.probe.check_state(weights)))
         status = {**status, "count": status["count"] + length}
         positions = np.flatnonzero(frame_schedule(length, every))
         packed = recorder.pack_sparse(status, losses, measured, positions, suspect)
         return {**ring, **status}, opt_state, packed
 
-    def careful_step(carry: tuple, inputs: tuple) -> tuple:
+    def careful_step(self, carry: tuple, inputs: tuple) -> tuple:
+        """One checked step: a failing one is measured in full and halts the run (its
+        weights and optimizer state are not written)."""
         status, opt_state = carry
         x_t, y_t, scheduled = inputs
-        (loss, dense), grads, updates, old, new, new_opt_state = train_step(opt_state, x_t, y_t)
-        checks_ok = probe.check_state(new)
+        (loss, dense), grads, updates, old, new, new_opt_state = self.train_step(
+            opt_state, x_t, y_t
+        )
+        checks_ok = self.probe.check_state(new)
         measured = scheduled
-        if every > 1:  # a failing step is measured in full
+        if self.every > 1:  # a failing step is measured in full
             measured = scheduled | ~(jnp.isfinite(loss) & jnp.all(checks_ok))
-        row = probe.row(loss, grads, updates, measured, dense)
-        valid = None if every == 1 else ~heavy_columns | measured
-        status, row, written = recorder.check_row(status, row, valid, checks_ok)
+        row = self.probe.row(loss, grads, updates, measured, dense)
+        valid = None if self.every == 1 else ~self.heavy_columns | measured
+        status, row, written = self.recorder.check_row(status, row, valid, checks_ok)
         keep = ~status["halted"]
-        for name, state in params.items():
+        for name, state in self.params.items():
             state.value = _tree_where(keep, new[name], old[name])
         return (status, _tree_where(keep, new_opt_state, opt_state)), (row, written)
 
-    def careful_frame(ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
-        carry = (recorder.status_of(ring), opt_state)
+    def careful_frame(self, ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
+        """Every step checked (:meth:`careful_step`), a row per step."""
+        carry = (self.recorder.status_of(ring), opt_state)
         length = jax.tree.leaves(xs)[0].shape[0]
-        scheduled = jnp.asarray(frame_schedule(length, every))
+        scheduled = jnp.asarray(frame_schedule(length, self.every))
         (status, opt_state), (rows, written) = brainstate.transform.scan(
-            careful_step, carry, (xs, ys, scheduled)
+            self.careful_step, carry, (xs, ys, scheduled)
         )
-        return {**ring, **status}, opt_state, recorder.pack(status, rows, written)
-
-    if careful:
-        return brainstate.transform.jit(careful_frame)
-    return brainstate.transform.jit(fast_frame)
+        return {**ring, **status}, opt_state, self.recorder.pack(status, rows, written)
 
 
 #: Most steps one careful (replay) call runs: its record is dense (a row per step).

@@ -35,6 +35,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from etp_viz.learn.registry import REFERENCE_LEARNER
+
 from .history import LESSON_EPISODES, History, episode_scores
 
 __all__ = [
@@ -71,7 +73,7 @@ def reference_learner(exact: list[str]) -> str | None:
     >>> reference_learner(["rtrl", "bptt"]), reference_learner(["rtrl"]), reference_learner([])
     ('bptt', 'rtrl', None)
     """
-    return "bptt" if "bptt" in exact else (exact[0] if exact else None)
+    return REFERENCE_LEARNER if REFERENCE_LEARNER in exact else (exact[0] if exact else None)
 
 
 def loss_gap(scores: Mapping[str, Mapping[str, Any]], reference: str) -> dict[str, float | None]:

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from etp_viz.learn.registry import StepRecorder, TraceLearner, learner_states
+
 __all__ = ["ACTIVITY_UNITS", "Probe", "path_name", "task_accuracy", "tree_norm"]
 
 #: Units of the activity views (spikes, membrane potentials / hidden values): the first ones.
@@ -69,17 +71,12 @@ class Probe:
     def __init__(self, algorithm: Any, model: Any, task: Any = None) -> None:
         self.param_states = {path_name(p): s for p, s in dict(algorithm.param_states).items()}
         self.relation_names: dict[str, list[str]] = {}
-        self.etrace = getattr(algorithm, "etrace", None)
+        self.etrace = algorithm.etrace if isinstance(algorithm, TraceLearner) else None
         if isinstance(self.etrace, brainstate.State):
             self.trace_states = {}
             self._trace_layout = _etrace_layout(algorithm, self.etrace.value, self.relation_names)
         else:
-            model_ids = {id(s) for s in _states_of(model).values()}
-            self.trace_states = {
-                name: state
-                for name, state in _states_of(algorithm).items()
-                if id(state) not in model_ids and not isinstance(state, brainstate.ParamState)
-            }
+            self.trace_states = dict(learner_states(algorithm))
             self._trace_layout = {}
         self.unavailable: list[str] = []
         if not self.trace_states and not self._trace_layout:
@@ -230,9 +227,8 @@ def _etrace_layout(algorithm: Any, traces: Any, relation_names: dict[str, list[s
     "f": {(relation, group): ε_f}}``. Relations are named ``r<i>`` (the view model's relation
     ids) and ``r<i>.g<k>`` per hidden group; ``relation_names`` receives their weight paths.
     """
-    plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
-    for relation in getattr(plan, "relations", ()) or ():
-        paths = getattr(relation, "weight_paths", {}) or {}
+    for relation in _relations(algorithm):
+        paths = relation.weight_paths
         relation_names[f"r{relation.index}"] = sorted({path_name(p) for p in paths.values()})
     layout: dict[str, Any] = {}
     if isinstance(traces, dict) and set(traces) == {"x", "f"}:
@@ -264,16 +260,22 @@ def _unit_slice(values: jax.Array, units: int) -> jax.Array:
     return values.reshape(-1)[:units]
 
 
+def _relations(algorithm: Any) -> tuple:
+    """The ETP relations of a trace learner's compiled plan (none for other learners)."""
+    if not isinstance(algorithm, TraceLearner) or algorithm.graph_executor.plan is None:
+        return ()
+    return tuple(algorithm.graph_executor.plan.relations)
+
+
 def _record_jacobians(algorithm: Any, probe: Probe) -> dict[str, tuple[int, ...]]:
     """Ask an ``etp_viz.learn`` algorithm to keep, every step, per relation a dh/dy summary
     (mean |D_f|) and slice, per hidden group the dh/dh diagonal; returns their metric spec.
     The hook summarizes inside the algorithm's step, so this summary (a few small
     reductions and slices) is computed every step; the session records it on measured steps
     only."""
-    record = getattr(algorithm, "record_step_data", None)
-    plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
-    if record is None or plan is None:
+    if not (isinstance(algorithm, StepRecorder) and _relations(algorithm)):
         return {}
+    record = algorithm.record_step_data
 
     def summarize(data: dict) -> dict[str, jax.Array]:
         row = {}
@@ -388,13 +390,12 @@ def _activity_plan(algorithm: Any, model: Any, probe: Probe, task: Any) -> dict[
 def _pick_synapse(algorithm: Any, probe: Probe) -> dict[str, Any] | None:
     """Synapse ``[0, 0]`` of the first weight of relation 0 whose trace has a per-synapse
     layout (D-RTRL ``(*lead, in, out, S)``; ES-D-RTRL ``ε_x ⊗ ε_f``), else None."""
-    traces_of = getattr(algorithm, "traces_of_path", None)
-    etrace = getattr(algorithm, "etrace", None)
-    plan = getattr(getattr(algorithm, "graph_executor", None), "plan", None)
-    if traces_of is None or not isinstance(etrace, brainstate.State) or plan is None:
+    traced = isinstance(algorithm, TraceLearner)
+    if not traced or not isinstance(algorithm.etrace, brainstate.State):
         return None
-    for relation in getattr(plan, "relations", ()) or ():
-        for leaf, path in sorted((getattr(relation, "weight_paths", {}) or {}).items()):
+    traces_of, etrace = algorithm.traces_of_path, algorithm.etrace
+    for relation in _relations(algorithm):
+        for leaf, path in sorted(relation.weight_paths.items()):
             name = path_name(path)
             if name not in probe.param_states:
                 continue

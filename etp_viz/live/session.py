@@ -57,8 +57,9 @@ from typing import Any
 import brainstate
 import jax
 
-from etp_viz.learn.base import describe_mesh
+from etp_viz.learn.etp.base import describe_mesh
 from etp_viz.learn.influence.tbptt import BPTT
+from etp_viz.learn.registry import DEFAULT_LEARNER, OnlineLearner, name_of
 
 from .fidelity import FidelityMeter, MeterContext, aligned_window
 from .frame_data import Episodes, FrameData, check_reference_episodes, gather_frame
@@ -88,7 +89,7 @@ __all__ = ["FRAME_SECONDS", "SESSION_OPTIONS", "Session", "UserCodeError", "load
 
 #: Keyword options of :class:`Session` (and of ``show`` for a live run), with defaults.
 SESSION_OPTIONS: dict[str, Any] = {
-    "algorithm": "d_rtrl",
+    "algorithm": DEFAULT_LEARNER,
     "task": None,
     "data": None,
     "loss": None,
@@ -164,7 +165,7 @@ class Session(Runner[History]):
         teaching tasks); without a task there are no episodes.
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis (states and traces sharded, weights
-        replicated; :mod:`etp_viz.learn.base`); the status line names the devices.
+        replicated; :mod:`etp_viz.learn.etp.base`); the status line names the devices.
     """
 
     def __init__(self, model: Any, x: Any, **options: Any) -> None:
@@ -191,7 +192,7 @@ class Session(Runner[History]):
             brainstate.nn.init_all_states(model)
         task = opts["task"]
         episode = getattr(task, "n_steps", None) if task is not None else None
-        self.algorithm = build_algorithm(
+        self.algorithm: OnlineLearner = build_algorithm(
             model,
             opts["algorithm"],
             opts["decay"],
@@ -240,7 +241,7 @@ class Session(Runner[History]):
         states: dict[int, brainstate.State] = {}
         for owner in (self.model, self.algorithm):
             try:
-                for state in owner.states().values():
+                for state in brainstate.graph.states(owner).values():
                     states[id(state)] = state
             except Exception:  # noqa: BLE001 - an instance without brainstate states
                 continue
@@ -254,13 +255,13 @@ class Session(Runner[History]):
         self.opt_state = self.optimizer.init(param_values)
 
     def _meta(self) -> dict[str, Any]:
-        algorithm = self.options["algorithm"]
-        graph = getattr(self.algorithm, "graph", None)
+        graph = self.algorithm.graph
         return {
-            "algorithm": algorithm if isinstance(algorithm, str) else type(algorithm).__name__,
+            # the registry's canonical name ('D-RTRL' -> 'd_rtrl'); a user's own learner: its class
+            "algorithm": name_of(self.algorithm) or type(self.algorithm).__name__,
             "task": type(self.data.data).__name__ if self.data.kind == "task" else self.data.kind,
             "model": type(self.model).__name__,
-            "device": describe_mesh(getattr(self.algorithm, "mesh", None)),
+            "device": describe_mesh(self.algorithm.mesh),
             "params": list(self.params),
             "traces": list(self.probe.trace_states),
             "unavailable": list(self.probe.unavailable),
@@ -377,7 +378,7 @@ class Session(Runner[History]):
             finally:
                 self._frames.clear()
 
-    def _frame(self, careful: bool, every: int) -> Callable[..., Any]:
+    def compiled_frame(self, careful: bool, every: int) -> Callable[..., Any]:
         """The jitted frame (fast or step-checked) measuring every ``every``-th step."""
         key = (careful, every)
         if key not in self._frames:
@@ -388,7 +389,7 @@ class Session(Runner[History]):
         """Dispatch ``n`` stacked steps with the fast frame (:func:`build_frame`): one scan of
         ``steps_per_frame`` steps, else power-of-two scans (so only a few lengths are ever
         compiled). Nothing waits for the device here."""
-        frame = self._frame(False, flight.every)
+        frame = self.compiled_frame(False, flight.every)
         done = 0
         while done < n:
             size = n if n == self.steps_per_frame else 1 << ((n - done).bit_length() - 1)
@@ -472,7 +473,7 @@ class Session(Runner[History]):
                 self._prefetched = (later[0].start, FrameData.join(parts))
             saved, self.ring, self.opt_state = flight.snapshot
             restore_states(saved)
-            careful = self._frame(True, flight.every)
+            careful = self.compiled_frame(True, flight.every)
             self.recorder.pending = [
                 self._dispatch(careful, xs, ys, first)
                 for xs, ys, first in replay_pieces(flight.chunks)

@@ -12,16 +12,14 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from etp_viz.learn.registry import build_learner, canonical_name, learner_names
+from etp_viz.learn.registry import OnlineLearner, canonical_name, learner_names, resolve
 from etp_viz.tasks.base import UPDATE_MODES
 
 __all__ = [
-    "ALGORITHM_NAMES",
     "LIVE_ALGORITHMS",
     "DataSource",
     "RECIPE_OPTIONS",
     "UserCodeError",
-    "algorithm_name",
     "apply_recipe",
     "build_algorithm",
     "check_options",
@@ -32,9 +30,6 @@ __all__ = [
     "resolve_loss",
 ]
 
-#: Algorithm names whose gradient claims the static explorer (``show(model, x, algorithm=...)``
-#: without a run) states from the compiled graph alone: the ETP learners.
-ALGORITHM_NAMES = ("d_rtrl", "es_d_rtrl", "eprop")
 #: Every name a live session (and compare mode) builds (the registry's names; ``"snap<n>"``
 #: for any n >= 1; ``"bptt"`` is BPTT over each whole episode (the exact reference), ``"tbptt"``
 #: truncated BPTT over ``bptt_window`` steps).
@@ -316,18 +311,6 @@ def optimizer_from_options(options: dict[str, Any]) -> Any:
     )
 
 
-def algorithm_name(algorithm: str) -> str:
-    """The canonical name of ``algorithm`` (``'D-RTRL'`` → ``'d_rtrl'``); an unknown one is a
-    ValueError naming the valid ones."""
-    name = algorithm.lower().replace("-", "_")
-    if name not in ALGORITHM_NAMES:
-        raise ValueError(
-            f"Unknown algorithm {algorithm!r}. Valid names: {list(ALGORITHM_NAMES)}, or pass an "
-            "algorithm instance."
-        )
-    return name
-
-
 def live_algorithm_name(algorithm: str) -> str:
     """The canonical learner name (``'SnAp-2'`` → ``'snap2'``, ``'ostl'`` →
     ``'ostl_recurrent'``; :func:`etp_viz.learn.registry.canonical_name`); an unknown one is a
@@ -346,27 +329,20 @@ def build_algorithm(
     mesh: Any = None,
     window: int = 20,
     episode: int | None = None,
-) -> Any:
-    """A learner from a live name (:data:`LIVE_ALGORITHMS`: ``'d_rtrl'`` → ``D_RTRL(model)``,
-    ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``, ``'snap2'`` → ``SnAp(model, n=2)``,
-    ``'bptt'`` → ``BPTT(model, episode)``, ``'tbptt'`` → ``TruncatedBPTT(model, window)``, ...;
-    ``mesh`` for the ETP learners); an instance is used as is."""
-    if not isinstance(algorithm, str):
-        if mesh is not None and getattr(algorithm, "mesh", None) is not mesh:
-            raise ValueError(
-                "mesh= applies to an algorithm given by name; build the instance with it "
-                "instead, e.g. etp_viz.D_RTRL(model, mesh=mesh)"
-            )
-        needed = ("compile_graph", "param_states")
-        missing = [name for name in needed if not hasattr(algorithm, name)]
-        if missing or not callable(algorithm):
-            raise TypeError(
-                f"`algorithm` must be one of {list(LIVE_ALGORITHMS)} or an etp_viz algorithm "
-                f"instance (e.g. etp_viz.D_RTRL(model)); {type(algorithm).__name__} lacks "
-                f"{missing or ['__call__']}."
-            )
-        return algorithm
-    return build_learner(model, algorithm, decay=decay, mesh=mesh, window=window, episode=episode)
+) -> OnlineLearner:
+    """A session's learner: :func:`etp_viz.learn.registry.resolve` with the session's settings
+    (``'d_rtrl'`` → ``D_RTRL(model)``, ``'es_d_rtrl'`` → ``ES_D_RTRL(model, decay)``, ``'snap2'``
+    → ``SnAp(model, n=2)``, ``'bptt'`` → ``BPTT(model, episode)``, ``'tbptt'`` →
+    ``TruncatedBPTT(model, window)``; a class, a factory or a built learner likewise)."""
+    return resolve(
+        model,
+        algorithm,
+        where="algorithm",
+        decay=decay,
+        mesh=mesh,
+        window=window,
+        episode=episode,
+    )
 
 
 def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> None:

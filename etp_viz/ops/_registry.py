@@ -19,6 +19,9 @@ written by hand, one set per primitive, all keyed by trainable name (``'weight'`
     positions, in the ``init_drtrl`` layout minus the trailing state axis.
 ``etrace_to_dw(trace, dl_dh, weights, **params) -> dict`` (etp_viz extension)
     Contract one trace slice with the learning signal into parameter-shaped gradients.
+``pp_x_repr(x, weights) -> array`` (optional, :class:`ETPPrimitiveSpec` only)
+    The input as ES-D-RTRL's input trace averages it, when ``x`` itself cannot be averaged
+    (embedding ids: their one-hot rows); ``xy_to_dw`` must accept it as ``x``.
 """
 
 from __future__ import annotations
@@ -387,6 +390,9 @@ class ETPPrimitiveSpec:
     xy_to_etrace: Rule | None = None
     etrace_to_dw: Rule | None = None
     batched_counterpart: Primitive | None = None
+    #: ``(x, weights) -> array``: the representation ES-D-RTRL's input trace averages (same
+    #: name and signature as braintrace's ``pp_x_repr``); ``None``: ``x`` itself
+    pp_x_repr: Rule | None = None
 
     def resolve_trainable_invars(self, params: dict | None = None) -> dict[str, int]:
         """``{trainable_name: invar_index}`` for an equation with these static params."""

@@ -11,7 +11,7 @@ JAX rule of the primitive is touched (its impl, JVP and batching stay braintrace
 braintrace code is copied.
 
 Rule conventions (etp_viz name <- braintrace name; shapes as in
-:mod:`etp_viz.learn.trace_math`):
+:mod:`etp_viz.learn.etp.trace_math`):
 
 * ``yw_to_w(g, trace)`` <- ``dt_to_t(g, trace)``, called on the whole slice (batch kept), as
   braintrace's recurrent term does;

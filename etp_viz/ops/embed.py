@@ -25,9 +25,12 @@ non-zero and no fixed-size row-sparse layout is exact. The registry's trace layo
 array shape per (relation, hidden group), so the exact layout is the dense ``(*P, V, D)`` one
 (the size of a dense ``(V, D)`` weight trace per sample, like ``etp_mm``).
 
-ES-D-RTRL keeps an exponential average of the input ``x``; for integer ids that average is not
-a meaningful input (it is cast back to an integer id). Use the decay pair ``(0.0, alpha_f)``
-(:math:`\alpha_x = 0`: the input trace is the current ids) with an embedding.
+ES-D-RTRL keeps an exponential average of the input; the lookup is linear in the one-hot rows
+(:math:`y_p = \mathrm{onehot}(\mathrm{ids}_p)\, T`), so its input trace averages those rows
+(``pp_x_repr``): :math:`\bar x^t_{p,v} = \alpha_x \bar x^{t-1}_{p,v} + [\mathrm{ids}^t_p = v]`,
+shape ``(*P, V)`` (dense in the rows, for the reason above), and ``xy_to_dw`` takes that float
+representation as well as integer ids: :math:`\sum_p \bar x_{p,v}\, g_{p,d}`. With
+:math:`\alpha_x = 0` the learner keeps the ids themselves (same gradient, ``V`` times smaller).
 """
 
 from __future__ import annotations
@@ -73,8 +76,24 @@ def embedding_yw_to_w(hidden_dim, trace: dict, **params) -> dict:
 
 
 def embedding_xy_to_dw(ids, hidden_dim, weights: dict, **params) -> dict:
-    """VJP of ``table[ids]`` w.r.t. the table: a scatter-add of ``g`` into the rows ``ids``."""
+    """VJP of ``table[ids]`` w.r.t. the table: a scatter-add of ``g`` into the rows ``ids``.
+
+    Float ``ids`` are rows in the :func:`embedding_pp_x_repr` representation (ES-D-RTRL's
+    averaged one-hot input trace, ``(*P, V)``): ``Σ_p x[p, v] g[p, d]``, the VJP of
+    ``x @ table``."""
+    if jnp.issubdtype(jnp.result_type(ids), jnp.inexact):
+        rows = jnp.reshape(ids, (-1, ids.shape[-1]))
+        g = jnp.reshape(hidden_dim, (-1, hidden_dim.shape[-1])).astype(rows.dtype)
+        grad = jnp.einsum("pv,pd->vd", rows, g)
+        return {"weight": grad.astype(jnp.result_type(weights["weight"]))}
     return vjp_weights(lambda w: _embedding_impl(ids, w["weight"]), weights, hidden_dim)
+
+
+def embedding_pp_x_repr(ids, weights: dict) -> Any:
+    """ES-D-RTRL's input representation: the one-hot rows ``[ids_p == v]``, ``(*P, V)``, in
+    the table's dtype (``weights``: arrays or abstract values)."""
+    table = weights["weight"]
+    return _one_hot(ids, table.shape[0], table.dtype)
 
 
 def embedding_xy_to_etrace(ids, hidden_dim, weights: dict, **params) -> dict:
@@ -111,6 +130,7 @@ etp_emb_p = register_primitive_spec(
         batched=False,
         xy_to_etrace=embedding_xy_to_etrace,
         etrace_to_dw=embedding_etrace_to_dw,
+        pp_x_repr=embedding_pp_x_repr,
     )
 )
 

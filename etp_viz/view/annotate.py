@@ -44,8 +44,6 @@ class Annotator:
         self.relations = list(getattr(graph, "hidden_param_op_relations", ()) or ())
         self.group_of = {path_text(p): g.index for g in self.groups for p in g.hidden_paths}
         self._index: _GraphIndex | None = None
-        self._claims: dict[str, Any] | None = None
-        self._claims_by_weight: dict[str, list] | None = None
         #: nodes and edges examined by the index queries (a linear pass keeps this O(graph))
         self.visits = 0
 
@@ -125,25 +123,6 @@ class Annotator:
         found = [e for n in dict.fromkeys(node_ids) for e in index.in_edges.get(n, ())]
         self.visits += len(found)
         return tuple(sorted(set(found), key=index.edge_order.__getitem__))
-
-    def claims(self) -> dict[str, Any]:
-        """The compiler's gradient claims for the view's ``algorithm`` option, by weight leaf
-        path (``{}`` for a graph that makes none or ``algorithm=None``)."""
-        if self._claims is None:
-            algorithm = self.options.get("algorithm")
-            make = getattr(self.graph, "gradient_claims", None)
-            self._claims = dict(make(algorithm=algorithm)) if algorithm and make else {}
-        return self._claims
-
-    def claims_of(self, path: str) -> list[tuple[str, Any]]:
-        """``[(leaf path, claim)]`` of one ``ParamState`` (its leaves), from an index built
-        once (a lookup per weight, not a scan of every claim)."""
-        if self._claims_by_weight is None:
-            self._claims_by_weight = {}
-            for key, claim in self.claims().items():
-                owner = path_text(claim.weight_path) if claim.weight_path else key
-                self._claims_by_weight.setdefault(owner, []).append((key, claim))
-        return self._claims_by_weight.get(path, [])
 
     def with_nested(self, node_ids: Any) -> tuple[str, ...]:
         """Add the nested equations of every listed equation that owns a sub-jaxpr."""

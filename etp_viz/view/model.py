@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from etp_viz.compiler.claims import DEFAULT_LEARNER
+
 from .nodes import JaxprGraphBuilder, Role, default_is_etp
 from .palette import LEGEND as PALETTE_LEGEND
 from .types import (
@@ -62,7 +64,7 @@ VIEW_MODEL_OPTIONS: dict[str, Any] = {
     "max_fanout": 8,
     "param_edges": False,
     "perturbation_nodes": True,
-    "algorithm": "d_rtrl",
+    "algorithm": DEFAULT_LEARNER,
 }
 
 #: every legend entry, in plain words (defined once in ``palette.py``)

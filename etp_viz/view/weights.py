@@ -19,6 +19,7 @@ from etp_viz.compiler.claims.verdict import (
     NOT_ETP_REASON,
     NOT_READ_REASON,
     WeightVerdict,
+    claims_by_param,
     status_text,
 )
 
@@ -169,11 +170,25 @@ def claims_by_weight(claims: Any) -> dict[str, tuple[str, str]]:
     """``{ParamState path: (kind, reason)}`` from a learner's leaf claims
     (``graph.gradient_claims(alg)``): what compare mode puts beside each weight, one entry
     per algorithm."""
-    grouped: dict[str, list] = {}
-    for key, claim in claims.items():
-        owner = path_text(claim.weight_path) if claim.weight_path else key
-        grouped.setdefault(owner, []).append((key, claim))
-    return {path: combine_leaf_claims(leaves) for path, leaves in grouped.items()}
+    return {
+        path_text(path): combine_leaf_claims(leaves)
+        for path, leaves in claims_by_param(claims).items()
+    }
+
+
+def with_learner_claims(vm: dict, learner: Any) -> dict:
+    """The view model with each weight's ``claim`` / ``claim_reason`` from a learner instance
+    (RTRL, SnAp, UORO, BPTT, a user's learner: ``learner.gradient_claims()``), for a view
+    built without an algorithm name; unchanged for a learner that states no claims."""
+    try:
+        claims = claims_by_weight(learner.gradient_claims())
+    except Exception:  # noqa: BLE001 - a learner that states no claims: none shown
+        return vm
+    weights = []
+    for weight in vm.get("weights") or []:
+        kind, reason = claims.get(weight["path"], (None, ""))
+        weights.append({**weight, "claim": kind, "claim_reason": reason} if kind else weight)
+    return {**vm, "weights": weights}
 
 
 __all__ = [
@@ -184,4 +199,5 @@ __all__ = [
     "status_text",
     "weight_claim",
     "weight_verdicts",
+    "with_learner_claims",
 ]

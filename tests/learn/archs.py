@@ -25,6 +25,12 @@ it as a brainstate module. Each layer picks
 * ``count``: an integer refractory-like countdown beside the state, gating it through
   ``jnp.where`` (no gradient through it).
 
+``Arch.feedback`` (two layers) feeds the *top* layer's previous state back into the first
+layer's update (top-down feedback: a dependency on another group's old value that the first
+layer's own weights influence through the stack): ``add`` element-wise, ``etp`` through an ETP
+``matmul`` with its own weight ``Wfb`` (a boundary), ``mix`` through a plain constant matmul
+(a position-coupling op).
+
 ``Arch.shared`` makes the second layer reuse the first layer's input matrix and also adds the
 first layer's ETP output ``y`` into its update (one weight feeding two layers: two relations
 of one ParamState, and one relation feeding two hidden groups).
@@ -45,6 +51,7 @@ import etp_viz
 
 N = 3
 RECS = ("none", "leaky", "dense", "concat", "mix")
+FEEDBACKS = ("none", "add", "etp", "mix")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +75,8 @@ class Arch:
     batch: int | None = None
     seed: int = 0
     shared: bool = False
+    #: top-down feedback of the top layer's previous state into the first layer
+    feedback: str = "none"
 
     def describe(self) -> str:
         parts = [
@@ -77,7 +86,9 @@ class Arch:
             for i, la in enumerate(self.layers)
         ]
         shared = ", shared Win" if self.shared else ""
-        return " -> ".join(parts) + f" -> out={self.out}, batch={self.batch}{shared}"
+        feedback = f", feedback={self.feedback}" if self.feedback != "none" else ""
+        tail = f" -> out={self.out}, batch={self.batch}{shared}{feedback}, seed={self.seed}"
+        return " -> ".join(parts) + tail
 
 
 def _param(rng: np.random.Generator, shape: tuple, scale: float = 0.6) -> brainstate.ParamState:
@@ -178,11 +189,25 @@ class ArchNet(brainstate.nn.Module):
             if _plain_win(first) and _plain_win(second):
                 second.Win = first.Win  # one ParamState feeding both layers
         self.Wo = _param(rng, (N, 2))
+        if arch.feedback == "etp" and len(self.layers) > 1:
+            self.Wfb = _param(rng, (N, N), 0.5)
+        elif arch.feedback == "mix":
+            self.fb_mix = jnp.asarray(0.5 * rng.standard_normal((N, N)))
+
+    def _feedback(self, top_old):
+        """The top layer's previous state as the first layer reads it (``Arch.feedback``)."""
+        if self.arch.feedback == "add":
+            return 0.5 * top_old
+        if self.arch.feedback == "etp":
+            return etp_viz.matmul(top_old, self.Wfb.value)
+        return top_old @ self.fb_mix
 
     def update(self, x):
         olds = [layer.h.value for layer in self.layers]  # before any update of this step
         for i, layer in enumerate(self.layers):
             cross = olds[i - 1] if i and layer.spec.cross else None
+            if not i and len(olds) > 1 and self.arch.feedback != "none":
+                cross = self._feedback(olds[-1])
             if i and self.arch.shared:  # the lower layer's y feeds this layer too
                 shared = 0.5 * self.layers[i - 1].last_y
                 cross = shared if cross is None else cross + shared

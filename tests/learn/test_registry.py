@@ -121,3 +121,125 @@ def test_every_name_works_in_every_entry_point(name):
         session = Session(_model(), xs[0], algorithm=name, data=data)
     session.step(2)
     assert session.history.num_steps == 2 and np.isfinite(session.history.loss).all()
+
+
+# -- the contract's members, capabilities and the one resolver ------------------------------
+
+
+def test_one_resolver_takes_a_name_class_factory_or_instance():
+    import functools
+
+    from etp_viz.learn.registry import name_of, resolve
+
+    model = _model()
+    built = etp_viz.SnAp(model, n=1)
+    forms = {
+        "SnAp-1": "snap1",
+        etp_viz.RTRL: "rtrl",
+        functools.partial(etp_viz.ES_D_RTRL, decay_or_rank=0.5): "es_d_rtrl",
+        built: "snap1",
+    }
+    for form, name in forms.items():
+        learner = resolve(model, form)
+        assert isinstance(learner, OnlineLearner) and learner.model is model
+        assert name_of(learner) == name, (form, name_of(learner))
+    assert resolve(model, built) is built
+    assert resolve(model, "es_d_rtrl", decay=0.3).alpha_f == pytest.approx(0.3)
+
+
+def test_the_resolver_says_what_it_refuses():
+    from etp_viz.learn.registry import resolve
+
+    model, other = _model(), _model()
+    with pytest.raises(ValueError, match="built for another model"):
+        resolve(model, etp_viz.D_RTRL(other))
+    with pytest.raises(TypeError, match="pass them when building it"):
+        resolve(model, etp_viz.D_RTRL(model), {"decay": 0.5})
+
+    class NotALearner:
+        def __init__(self, model):
+            self.model = model
+
+    with pytest.raises(TypeError, match=r"lacks \[.*'compile_graph'.*'reset_traces'"):
+        resolve(model, NotALearner)
+    with pytest.raises(TypeError, match="learner name"):
+        resolve(model, 3)
+
+
+def test_capabilities_are_checked_by_isinstance():
+    from etp_viz.learn.registry import (
+        ClaimRefiner,
+        DecayingTraces,
+        StepRecorder,
+        TraceLearner,
+    )
+
+    model = _model()
+    caps = {
+        name: {
+            cap.__name__
+            for cap in (TraceLearner, StepRecorder, DecayingTraces, ClaimRefiner)
+            if isinstance(build_learner(model, name, episode=3), cap)
+        }
+        for name in ("d_rtrl", "es_d_rtrl", "eprop", "rtrl", "bptt")
+    }
+    assert caps["d_rtrl"] == {"TraceLearner", "StepRecorder"}
+    assert caps["es_d_rtrl"] == {"TraceLearner", "StepRecorder", "DecayingTraces"}
+    assert caps["eprop"] == {"TraceLearner", "StepRecorder", "ClaimRefiner"}
+    assert caps["rtrl"] == caps["bptt"] == {"ClaimRefiner"}
+
+
+@pytest.mark.parametrize("name", ["d_rtrl", "es_d_rtrl", "rtrl", "snap1", "tbptt"])
+def test_a_learners_own_state_is_found_by_type(name):
+    from etp_viz.learn.registry import LearnerState, learner_bytes, learner_states
+
+    model = _model()
+    alg = build_learner(model, name)
+    alg.compile_graph(jnp.ones(3))
+    own = learner_states(alg)
+    model_ids = {id(s) for s in brainstate.graph.states(model).values()}
+    assert own and all(isinstance(s, LearnerState) for s in own.values())
+    assert not {id(s) for s in own.values()} & model_ids
+    sizes = learner_bytes(alg)
+    assert set(sizes) == set(own) and all(b > 0 for b in sizes.values())
+    # everything the learner holds beyond the model's states is its own state
+    extra = {
+        id(s)
+        for s in brainstate.graph.states(alg).values()
+        if id(s) not in model_ids and not isinstance(s, brainstate.ParamState)
+    }
+    assert extra - {id(s) for s in own.values()} <= {id(getattr(alg, "step_data_record", None))}
+
+
+@pytest.mark.parametrize("name", [n for n in learner_names() if n != "snap2"])
+def test_the_graph_answers_for_every_registered_learner(name):
+    """``graph.gradient_claims(name)`` takes every registered name: the ETP graph derives its
+    own learners' claims; the others come from the learner itself (one claim path: equal to
+    ``learner.gradient_claims()``)."""
+    model = _model()
+    x = jnp.ones(3)
+    graph = etp_viz.compile_etrace_graph(model, x)
+    claims = graph.gradient_claims(name)
+    alg = build_learner(model, name, episode=3)
+    alg.compile_graph(x)
+    own = alg.gradient_claims()
+    assert {k: c.kind for k, c in claims.items()} == {k: c.kind for k, c in own.items()}
+    assert set(claims) == {k for k in own}
+
+
+def test_a_session_stores_the_canonical_name():
+    from etp_viz.live.session import Session
+
+    xs = jnp.ones((2, 3))
+    data = lambda t: (xs[0], jnp.zeros(2))  # noqa: E731
+    session = Session(_model(), xs[0], algorithm="SnAp-1", data=data)
+    assert session.history.meta["algorithm"] == "snap1"
+    model = _model()
+    session = Session(model, xs[0], algorithm=etp_viz.ES_D_RTRL(model, 0.5), data=data)
+    assert session.history.meta["algorithm"] == "es_d_rtrl"
+
+
+def test_es_d_rtrl_is_its_own_class_and_pp_prop_an_alias():
+    model = _model()
+    assert type(etp_viz.ES_D_RTRL(model)).__name__ == "ES_D_RTRL"
+    assert etp_viz.pp_prop is etp_viz.ES_D_RTRL

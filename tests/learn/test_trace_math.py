@@ -1,4 +1,4 @@
-"""The trace algebra in isolation (etp_viz.learn.trace_math), against hand-written formulas."""
+"""The trace algebra in isolation (etp_viz.learn.etp.trace_math), against hand-written formulas."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from etp_viz.learn import trace_math as tm
-from etp_viz.learn.plan import bind_rules
+from etp_viz.learn.etp import trace_math as tm
+from etp_viz.learn.etp.plan import bind_rules
 from etp_viz.ops import etp_mm_p
 
 
@@ -78,10 +78,10 @@ def test_drtrl_gradient_matches_the_formula():
 def test_pp_updates_and_gradient_match_the_formulas():
     x, weights, df, dh_dh, _, rules = _dense()
     eps_x, eps_f = jnp.ones_like(x), jnp.ones_like(df)
-    np.testing.assert_allclose(tm.pp_update_x(eps_x, x, 0.5), 0.5 + x)
-    new_f = tm.pp_update_f(eps_f, dh_dh, df, 0.8)
+    np.testing.assert_allclose(tm.es_update_x(eps_x, x, 0.5), 0.5 + x)
+    new_f = tm.es_update_f(eps_f, dh_dh, df, 0.8)
     np.testing.assert_allclose(new_f, 0.8 * dh_dh.sum(-1) + 0.2 * df, rtol=1e-5, atol=1e-6)
     dl_dh = jax.random.normal(jax.random.PRNGKey(3), df.shape)
-    got = tm.pp_gradient(x, new_f, dl_dh, 0.2, weights, rules, (2, 4))["weight"]
+    got = tm.es_gradient(x, new_f, dl_dh, 0.2, weights, rules, (2, 4))["weight"]
     want = jnp.einsum("bi,bo->io", x, (new_f * dl_dh).sum(-1) / 0.2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

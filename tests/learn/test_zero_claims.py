@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 
 import brainstate
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -98,8 +99,10 @@ def test_an_influence_learner_claims_none_for_a_structural_zero(x64, name):
     )
     with pytest.raises(AssertionError, match="zero by structure"):
         etp_viz.testing.assert_claims(model, xs[0], dict.fromkeys(zeros, "approximate"), alg)
-    with pytest.raises(ValueError, match="pass the learner instead of its name"):
-        etp_viz.testing.assert_claims(model, xs[0], dict.fromkeys(zeros, "none"), learner)
+    # by name too: the graph builds the learner for the claims it does not derive itself
+    etp_viz.testing.assert_claims(model, xs[0], dict.fromkeys(zeros, "none"), learner)
+    with pytest.raises(AssertionError, match="zero by structure"):
+        etp_viz.testing.assert_claims(model, xs[0], dict.fromkeys(zeros, "approximate"), learner)
     errors = leaf_errors(summed_bptt(model, xs), online_gradients(alg, xs, jit=False))
     for path in zeros:
         err, online, true = errors[path]
@@ -263,3 +266,83 @@ def _add(a, b):
     import jax
 
     return jax.tree.map(jnp.add, a, b)
+
+
+# -- 4. a shift-invariant y -> h tail: conv -> layer norm -> IF (issue 29, peers) ------------
+DN = ("NWC", "WIO", "NWC")
+
+
+def _if_spike(v):
+    return jax.nn.sigmoid(4.0 * (v - 1.0))
+
+
+class ConvNormIF(brainstate.nn.Module):
+    """``etp_viz.conv -> layer norm over channels -> integrate-and-fire`` (soft reset), read
+    out from the new membrane. ``norm``: ``'brainstate'`` (``brainstate.nn.LayerNorm``, its
+    fast variance), ``'hand'`` (centred variance) or ``'shifted'`` (not shift invariant: a
+    control whose trace is not zero)."""
+
+    def __init__(self, norm: str):
+        super().__init__()
+        rng = np.random.default_rng(0)
+        self.norm = norm
+        self.kernel = brainstate.ParamState(jnp.asarray(rng.standard_normal((3, 2, 4))))
+        if norm == "brainstate":
+            self.ln = brainstate.nn.LayerNorm((6, 4))
+        self.Wo = brainstate.ParamState(jnp.asarray(rng.standard_normal((4, 2))))
+
+    def init_state(self, batch_size=None, **kwargs):
+        self.v = brainstate.HiddenState(jnp.zeros((batch_size, 6, 4)))
+
+    def update(self, x):
+        y = etp_viz.conv(x, self.kernel.value, strides=(1,), padding="SAME", dimension_numbers=DN)
+        if self.norm == "brainstate":
+            y = self.ln(y)
+        else:
+            centred = y - y.mean(-1, keepdims=True)
+            normed = centred / jnp.sqrt((centred**2).mean(-1, keepdims=True) + 1e-5)
+            y = normed + 0.3 * jnp.tanh(y) if self.norm == "shifted" else normed
+        v = self.v.value + y
+        self.v.value = v - _if_spike(v)
+        return etp_viz.matmul(_if_spike(self.v.value).mean(1), self.Wo.value)
+
+
+@pytest.fixture
+def f64():
+    """brainstate in float64 (its LayerNorm computes in brainstate's default float type)."""
+    with brainstate.environ.context(precision=64):
+        yield
+
+
+@pytest.mark.parametrize("norm", ["brainstate", "hand", "shifted"])
+@pytest.mark.parametrize("algorithm", ["d_rtrl", "es_d_rtrl"])
+def test_a_layer_normalised_conv_gets_none_by_structure(x64, f64, norm, algorithm):
+    """The tail ``y -> v`` is a layer norm: ``D_f = (dv/dy) 1 = 0`` for every input, so the
+    conv's trace stays 0 (BPTT's gradient is not 0). The compiler proves it on the tail's
+    JVP and says so; the same tail plus a non-invariant term stays approximate."""
+    xs = jnp.asarray(np.random.default_rng(1).standard_normal((STEPS, 2, 6, 2)))
+
+    def build():
+        model = ConvNormIF(norm)
+        brainstate.nn.init_all_states(model, batch_size=2)
+        return model
+
+    expected = summed_bptt(build(), xs)
+    model = build()
+    alg = (etp_viz.D_RTRL if algorithm == "d_rtrl" else etp_viz.ES_D_RTRL)(model)
+    alg.compile_graph(xs[0])
+    claims = alg.graph.gradient_claims(algorithm)
+    errors = leaf_errors(expected, online_gradients(alg, xs, jit=False))
+    assert_sound(claims, errors, f"{norm} [{algorithm}]: ")
+    assert errors["kernel"][2] > 1e-3
+    if norm == "shifted":
+        assert claims["kernel"].kind == "approximate" and errors["kernel"][1] > 0.0
+        return
+    assert claims["kernel"].kind == "none", claims["kernel"]
+    assert "zero by structure" in claims["kernel"].reason
+    assert "layer normalisation" in claims["kernel"].reason
+    assert errors["kernel"][1] == 0.0
+    (record,) = [
+        r for r in alg.graph.diagnostics if r.kind.value == "relation_tail_couples_positions"
+    ]
+    assert record.context["zero_tail_groups"] and "zero by structure" in record.message

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from etp_viz.learn.contract import LearnerState
+
 
 class TinyRNN(brainstate.nn.Module):
     """h_t = tanh([x_t, h_{t-1}] W); y_t = h_t V."""
@@ -37,15 +39,21 @@ class TinyRNN(brainstate.nn.Module):
 
 
 class OneStepLearner(brainstate.nn.Module):
-    """Minimal algorithm-API stand-in: forward = the model; one trace state (sum of inputs)."""
+    """Minimal stand-in for a user's own learner: forward = the model; one state of its own
+    (a decaying sum of inputs); the members of the learner contract
+    (:class:`etp_viz.learn.contract.OnlineLearner`), no claims it can vouch for."""
+
+    claim_family = "custom"  # not a registered family: its claims are its own
 
     def __init__(self, model):
         super().__init__()
         self.model = model
         self.graph = None
+        self.mesh = None
 
     def compile_graph(self, x):
-        self.input_trace = brainstate.ShortTermState(jnp.zeros_like(jnp.asarray(x, jnp.float32)))
+        zeros = jnp.zeros_like(jnp.asarray(x, jnp.float32))
+        self.input_trace = LearnerState(zeros)
 
     @property
     def param_states(self):
@@ -54,6 +62,24 @@ class OneStepLearner(brainstate.nn.Module):
     def update(self, x):
         self.input_trace.value = 0.9 * self.input_trace.value + x
         return self.model(x)
+
+    def reset_traces(self):
+        self.input_trace.value = jnp.zeros_like(self.input_trace.value)
+
+    def reset_state(self, batch_size=None, **kwargs):
+        brainstate.nn.reset_all_states(self.model, batch_size, **kwargs)
+        self.reset_traces()
+
+    def gradient_claims(self):
+        from etp_viz.compiler.claims import GradientClaim, GradientClaims
+
+        claims = GradientClaims()
+        for path in self.param_states:
+            name = ".".join(map(str, path))
+            claims[name] = GradientClaim(
+                name, "approximate", "a user's learner: nothing is claimed", algorithm="custom"
+            )
+        return claims
 
 
 def sine_data(t):

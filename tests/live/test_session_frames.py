@@ -52,7 +52,7 @@ def test_df_and_dhdh_are_the_executors(algorithm):
         session = Session(model, x0, algorithm=algorithm, data=data)
     assert session.history.meta["unavailable"] == []
     ex = session.algorithm.graph_executor
-    from etp_viz.learn.vjp_step import StateLayout
+    from etp_viz.learn.etp.vjp_step import StateLayout
 
     layout = StateLayout(ex.plan)
     params, others = layout.read()

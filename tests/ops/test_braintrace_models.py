@@ -24,6 +24,7 @@ braintrace = pytest.importorskip(
 import brainstate  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 import etp_viz  # noqa: E402
 from etp_viz import ops  # noqa: E402
@@ -113,10 +114,13 @@ MODELS = {
     "lif": LeakyLIFNet,
     "lora": lambda: LeakyNet(braintrace.nn.LoRA(3, 2, 8), (8,)),
     "conv": lambda: LeakyNet(braintrace.nn.Conv1d((6, 3), 4, 3, padding="SAME"), (6, 4)),
+    "grouped": lambda: LeakyNet(braintrace.nn.GroupedLinear(2, 3, 4, b_init=None), (2, 4)),
 }
 #: models whose recurrence is element-wise: D-RTRL is exact (equals BPTT)
-EXACT = ("lif", "lora", "conv")
-INPUT_SHAPES = {"conv": (6, 3)}
+EXACT = ("lif", "lora", "conv", "grouped")
+INPUT_SHAPES = {"conv": (6, 3), "grouped": (2, 3)}
+#: models on which braintrace 0.2.8's ES_D_RTRL raises (see test_braintrace_es_d_rtrl_raises_...)
+BRAINTRACE_ES_RAISES = ("conv", "grouped")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -224,10 +228,11 @@ def test_online_gradients_equal_braintrace(name, algorithm, f64):
     if algorithm == "D_RTRL":
         ours_class, theirs_class = etp_viz.D_RTRL, braintrace.D_RTRL
     else:
-        if name == "conv":
+        if name in BRAINTRACE_ES_RAISES:
             pytest.skip(
                 "braintrace 0.2.8's ES_D_RTRL raises on this model (an element-wise weight of "
-                "shape (C,) broadcast over a (B, L, C) hidden group): nothing to compare with"
+                "shape (C,) broadcast over a (B, *spatial, C) hidden group): nothing to compare "
+                "with; test_braintrace_es_d_rtrl_raises_on_a_leaky_multi_axis_layer"
             )
         ours_class = lambda m: etp_viz.ES_D_RTRL(m, 0.9)  # noqa: E731
         theirs_class = lambda m: braintrace.ES_D_RTRL(m, 0.9)  # noqa: E731
@@ -266,3 +271,98 @@ def test_show_a_braintrace_model(f64):
     pytest.importorskip("anywidget", reason="etp_viz.show needs the explorer extra")
     explorer = _quiet(etp_viz.show, _make("gru"), _inputs()[0])
     assert explorer is not None
+
+
+# -- where braintrace 0.2.8 differs from the referee (docs/semantics.md, "Where we differ from
+# braintrace"; the etp_viz side of each is in tests/learn/test_peer_differences.py) -----------
+
+DENSE_MASK = (np.arange(24).reshape(3, 8) % 3 != 0).astype(np.float64)
+GROUPED_MASK = (np.arange(24).reshape(2, 3, 4) % 3 != 0).astype(np.float64)
+
+
+class ProcessedLeaky(brainstate.nn.Module):
+    """``v = a * v + x @ process(W)`` with a fixed leak (D-RTRL exact), written with braintrace
+    ops; ``process`` runs before the primitive: ``W * mask`` (``mask``), a masked block weight
+    through ``braintrace.grouped_matmul`` (``grouped_mask``), ``2 * W`` (``scale``)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        shape = (2, 3, 4) if kind == "grouped_mask" else (3, 8)
+        self.shape = (2, 4) if kind == "grouped_mask" else (8,)
+        self.W = brainstate.ParamState(brainstate.random.normal(size=shape) / 2)
+        self.a = jax.nn.sigmoid(jnp.linspace(-1.0, 1.0, shape[-1]))
+
+    def init_state(self, batch_size=None, **kwargs):
+        self.v = brainstate.HiddenState(jnp.zeros((batch_size, *self.shape)))
+
+    def update(self, x):
+        w = self.W.value
+        if self.kind == "grouped_mask":
+            y = braintrace.grouped_matmul(x, w * GROUPED_MASK)
+        elif self.kind == "mask":
+            y = braintrace.matmul(x, w * DENSE_MASK)
+        else:
+            y = braintrace.matmul(x, 2.0 * w)
+        self.v.value = self.a * self.v.value + y
+        return jnp.tanh(self.v.value)
+
+
+def _make_processed(kind):
+    brainstate.random.seed(0)
+    model = ProcessedLeaky(kind)
+    brainstate.nn.init_all_states(model, batch_size=BATCH)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("kind", "measured"), [("mask", 0.373), ("grouped_mask", 0.395), ("scale", 0.5)]
+)
+def test_braintrace_gives_the_processed_operand_gradient_not_the_param_gradient(
+    kind, measured, f64
+):
+    """braintrace 0.2.8's D-RTRL returns the gradient w.r.t. the primitive's weight operand
+    (``W * mask``, ``2 * W``) as the ``ParamState``'s, without the pull-back through the
+    processing: masked-out entries get a gradient, a scaled weight half of it. BPTT (D-RTRL is
+    exact here) and etp_viz agree; braintrace's relative error is the measured one (float64).
+    braintrace's own ``nn.Linear(w_mask=...)`` passes the mask as ``weight_fn`` and is right."""
+    xs = jax.random.normal(
+        jax.random.PRNGKey(1), (STEPS, BATCH, *((2, 3) if "grouped" in kind else (3,)))
+    )
+    exact = bptt_gradients(_make_processed(kind), xs, lambda ys: jnp.sum(ys**2))[("W",)]
+    theirs = _online_gradients(braintrace.D_RTRL, _make_processed(kind), xs)[("W",)]
+    ours = _online_gradients(etp_viz.D_RTRL, _make_processed(kind), xs)[("W",)]
+    assert relative_error(ours, exact) <= 1e-10
+    assert relative_error(theirs, exact) == pytest.approx(measured, abs=5e-3)
+    if kind == "scale":
+        assert relative_error(2.0 * theirs, exact) <= 1e-12  # the operand's gradient, exactly
+    else:
+        mask = GROUPED_MASK if kind == "grouped_mask" else DENSE_MASK
+        assert relative_error(theirs * mask, exact) <= 1e-12  # right on the mask
+        assert float(jnp.max(jnp.abs(theirs * (1 - mask)))) > 1.0  # BPTT: exactly 0 there
+
+
+@pytest.mark.parametrize("name", BRAINTRACE_ES_RAISES)
+def test_braintrace_es_d_rtrl_raises_on_a_leaky_multi_axis_layer(name, f64):
+    """A learnable ``(C,)`` leak (``braintrace.element_wise``) broadcast over a conv's
+    ``(B, L, C)`` or a grouped layer's ``(B, G, O)`` hidden state: braintrace 0.2.8's
+    ``ES_D_RTRL`` raises (it compares the leak's output shape ``(C,)`` with the hidden group's);
+    etp_viz's, on the same braintrace model, follows the ES-D-RTRL recursion written out in
+    ``tests/learn/test_peer_differences.py`` (kernel and leak)."""
+    from tests.learn.test_peer_differences import (
+        ALPHA,
+        conv1d_same,
+        es_d_rtrl_reference,
+        grouped_product,
+    )
+
+    xs = _inputs(name)
+    with pytest.raises(ValueError, match="shape of the hidden states should be the same"):
+        _online_gradients(lambda m: braintrace.ES_D_RTRL(m, ALPHA), _make(name), xs)
+    model = _make(name)
+    weight, decay = model.layer.weight.value["weight"], model.decay.value
+    layer_fn = conv1d_same if name == "conv" else grouped_product
+    want_w, want_d = es_d_rtrl_reference(layer_fn, weight, decay, xs)
+    ours = _online_gradients(lambda m: etp_viz.ES_D_RTRL(m, ALPHA), model, xs)
+    assert relative_error(ours[("layer", "weight")]["weight"], want_w) <= 1e-10
+    assert relative_error(ours[("decay",)], want_d) <= 1e-10

@@ -422,8 +422,9 @@ def test_d_rtrl_equals_bptt(name):
     assert_tree_allclose(got, expected, rtol=1e-10)
 
 
-def test_es_d_rtrl_refuses_to_average_embedding_ids():
-    """Integer ids have no meaningful running average: a teaching error, unless alpha_x = 0."""
+def test_es_d_rtrl_averages_embedding_ids_as_one_hot_rows():
+    """Integer ids have no meaningful running average: ES-D-RTRL averages their one-hot rows
+    (the embedding's ``pp_x_repr``; tests/learn/test_embedding_es.py checks the values)."""
 
     class Embedded(brainstate.nn.Module):
         def __init__(self):
@@ -439,8 +440,10 @@ def test_es_d_rtrl_refuses_to_average_embedding_ids():
 
     model = Embedded()
     brainstate.nn.init_all_states(model)
-    with pytest.raises(ValueError, match=r"integer inputs.*decay_or_rank=\(0.0, alpha_f\)"):
-        etp_viz.ES_D_RTRL(model, 0.9).compile_graph(jnp.asarray(1))
+    averaged = etp_viz.ES_D_RTRL(model, 0.9)
+    averaged.compile_graph(jnp.asarray(1))
+    assert [v.shape for v in averaged.etrace.value["x"].values()] == [(5,)]  # one row per id
+    assert jnp.all(jnp.isfinite(averaged(jnp.asarray(2))))
     alg = etp_viz.ES_D_RTRL(model, (0.0, 0.9))
     alg.compile_graph(jnp.asarray(1))
     assert jnp.all(jnp.isfinite(alg(jnp.asarray(2))))

@@ -65,20 +65,26 @@ from ..dataflow import (
     leaf_name,
     relation_leaves,
 )
-from .records import CLAIM_ALGORITHMS as CLAIM_ALGORITHMS
 from .records import CLAIM_KINDS as CLAIM_KINDS
+from .records import DEFAULT_LEARNER as DEFAULT_LEARNER
+from .records import DERIVATIONS as DERIVATIONS
 from .records import GradientClaim as GradientClaim
 from .records import GradientClaims as GradientClaims
 from .records import claim_algorithm as claim_algorithm
 from .records import combine_claims as combine_claims
 from .records import combine_leaf_claims as combine_leaf_claims
+from .records import delegated_claims as delegated_claims
+from .records import install_learner_directory as install_learner_directory
 
 __all__ = [
-    "CLAIM_ALGORITHMS",
+    "DEFAULT_LEARNER",
+    "DERIVATIONS",
     "CLAIM_KINDS",
     "GradientClaim",
     "GradientClaims",
     "claim_algorithm",
+    "delegated_claims",
+    "install_learner_directory",
     "combine_claims",
     "combine_leaf_claims",
     "gradient_claims",
@@ -91,7 +97,7 @@ ES_REASON = (
 
 
 # -- the claims ----------------------------------------------------------------------------
-def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
+def gradient_claims(graph: Any, algorithm: Any = DEFAULT_LEARNER) -> GradientClaims:
     """Per weight leaf, the claim an online ``algorithm`` makes about its gradient.
 
     Parameters
@@ -114,6 +120,9 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
     >>> claims["rnn.W.weight"].kind, claims["rnn.W.weight"].reason  # doctest: +SKIP
     ('approximate', 'drops h→h through rnn.W.weight (etp_mv, equation 4) ...')
     """
+    own = delegated_claims(graph, algorithm)
+    if own is not None:  # a learner the graph does not derive answers for itself
+        return own
     name, derivation = claim_algorithm(algorithm)
     adjust = (
         None if isinstance(algorithm, str | type) else getattr(algorithm, "adjust_claims", None)
@@ -144,7 +153,10 @@ def gradient_claims(graph: Any, algorithm: Any = "d_rtrl") -> GradientClaims:
                 kind, reason = "none", _none_reason(graph, path, drops)
                 drops = []
             elif all(silent) and not readout:
-                kind, reason = "none", _silent_reason(flow, silent)
+                kind, reason = (
+                    "none",
+                    _silent_reason(flow, silent, [flow.relations[r] for r in uses]),
+                )
             else:
                 if uses and derivation == "es_d_rtrl":
                     drops.insert(0, (ES_REASON, ()))
@@ -362,6 +374,9 @@ def _silent_states(flow: Flow, r: int, bypass: set) -> int:
     """
     rel = flow.relations[r]
     tracked = flow.bits_of_paths([p for g in rel.hidden_groups for p in g.hidden_paths])
+    zero = set(rel.zero_tail_groups)
+    if zero and all(g.index in zero for g in rel.hidden_groups):
+        return tracked  # D_f = 0 by structure: every trace of the relation stays 0
     old_out = flow.at_output[OLD_C] | flow.at_output[OLD_E] | flow.at_output[OLD_P]
     bypassed = sum(
         1 << k
@@ -371,7 +386,14 @@ def _silent_states(flow: Flow, r: int, bypass: set) -> int:
     return 0 if tracked & (flow.signal | bypassed) else tracked
 
 
-def _silent_reason(flow: Flow, silent: list) -> str:
+def _silent_reason(flow: Flow, silent: list, relations: list) -> str:
+    if all(set(r.zero_tail_groups) >= {g.index for g in r.hidden_groups} for r in relations):
+        names = _names(flow.memories, _or(silent))
+        return (
+            f"zero by structure: the y → {names} tail is invariant to shifting y along the "
+            "positions it mixes (a layer normalisation), so its all-ones derivative D_f "
+            "(what the trace accumulates) is 0 for every input: the trace stays 0"
+        )
     states = 0
     for bits in silent:
         states |= bits
@@ -387,6 +409,13 @@ def _silent_reason(flow: Flow, silent: list) -> str:
         f"step than the one it is written in{via}, and no output reads its previous value: no "
         "learning signal ever meets the trace"
     )
+
+
+def _or(bits: list) -> int:
+    out = 0
+    for b in bits:
+        out |= b
+    return out
 
 
 def _plain_drops(flow: Flow, leaf_bit: int, key: str) -> list:

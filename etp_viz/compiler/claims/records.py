@@ -8,32 +8,28 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 __all__ = [
-    "CLAIM_ALGORITHMS",
+    "DEFAULT_LEARNER",
+    "DERIVATIONS",
     "CLAIM_KINDS",
     "GradientClaim",
     "GradientClaims",
     "claim_algorithm",
+    "delegated_claims",
+    "install_learner_directory",
     "combine_claims",
     "combine_leaf_claims",
 ]
 
+#: the learner used when none is named (``etp_viz.learn.registry`` re-exports it)
+DEFAULT_LEARNER = "d_rtrl"
 #: the claim words, best first
 CLAIM_KINDS = ("exact", "approximate", "none")
 #: worst first: a ParamState's claim is its leaves' worst
 _KIND_ORDER = {"none": 0, "approximate": 1, "exact": 2}
 
-#: algorithm name (or a learner's ``claim_family``) -> the name its claims carry
-#: (``pp_prop`` is ES-D-RTRL's other name)
-CLAIM_ALGORITHMS = {
-    "d_rtrl": "d_rtrl",
-    "es_d_rtrl": "es_d_rtrl",
-    "pp_prop": "es_d_rtrl",
-    "eprop": "eprop",
-    "ostl_feedforward": "ostl_feedforward",
-}
 #: the name its claims carry -> the trace the compiler derives them for (e-prop keeps D-RTRL's
 #: trace and refines the claims through its instance's ``adjust_claims``; OSTL for
 #: feed-forward layers is ES-D-RTRL's factorised trace)
@@ -78,7 +74,7 @@ class GradientClaim:
     kind: str
     reason: str = ""
     dropped: tuple = ()
-    algorithm: str = "d_rtrl"
+    algorithm: str = DEFAULT_LEARNER
     online: bool = False
     readout: bool = False
     weight_path: tuple = ()
@@ -171,28 +167,75 @@ def combine_claims(name: str, leaves: list) -> GradientClaim:
     )
 
 
+class LearnerDirectory(Protocol):
+    """What the compiler asks the learner registry (``etp_viz.learn.registry`` installs it:
+    the compiler never imports the learners)."""
+
+    def family_of(self, name: str) -> str:
+        """The claim family of a learner name (aliases and case folded); a ValueError naming
+        the valid names for an unknown one."""
+        ...
+
+    def learner_for(self, graph: Any, name: str) -> Any:
+        """The learner ``name`` built on ``graph``'s model and compiled on its example inputs
+        (for a learner whose claims the graph alone does not derive)."""
+        ...
+
+
+_DIRECTORY: list[LearnerDirectory] = []
+
+
+def install_learner_directory(directory: LearnerDirectory) -> None:
+    """Let the compiler resolve learner names through ``directory`` (the registry)."""
+    _DIRECTORY[:] = [directory]
+
+
+def _family_of(name: str) -> str:
+    key = name.strip().lower().replace("-", "_")
+    return _DIRECTORY[0].family_of(name) if _DIRECTORY else key
+
+
 def claim_algorithm(algorithm: Any) -> tuple[str, str]:
     """``(name its claims carry, trace derived)`` for a name, a learner class or instance.
 
-    A learner states its family in its ``claim_family`` attribute (the registry's
-    ``LearnerSpec.family``); the compiler reads that, never the class name. A learner instance
-    whose family the compiler does not derive (RTRL, SnAp, UORO, OSTL, truncated BPTT) states
-    its own claims through ``adjust_claims``: the compiler hands it D-RTRL's as a start.
+    A name resolves through the learner registry (aliases folded); a learner states its family
+    in its ``claim_family`` attribute (the registry's ``LearnerSpec.family``); the compiler
+    reads that, never the class name. A learner instance whose family the compiler does not
+    derive (RTRL, SnAp, UORO, OSTL, BPTT) refines D-RTRL's claims through ``adjust_claims``.
 
     >>> claim_algorithm("pp_prop")
     ('es_d_rtrl', 'es_d_rtrl')
     """
     if isinstance(algorithm, str):
-        family: Any = algorithm.strip().lower().replace("-", "_")
+        family: Any = _family_of(algorithm)
     else:
         family = getattr(algorithm, "claim_family", None)
-    label = CLAIM_ALGORITHMS.get(family) if isinstance(family, str) else None
-    if label is not None:
-        return label, DERIVATIONS[label]
+    if isinstance(family, str) and family in DERIVATIONS:
+        return family, DERIVATIONS[family]
     own = not isinstance(algorithm, str | type) and hasattr(algorithm, "adjust_claims")
     if own and isinstance(family, str):
         return family, "d_rtrl"
     hint = "" if isinstance(algorithm, str) else " (a learner names it in `claim_family`)"
     raise ValueError(
-        f"gradient claims know the algorithms {sorted(CLAIM_ALGORITHMS)}{hint}; got {algorithm!r}"
+        f"the compiled graph derives the claims of {sorted(DERIVATIONS)}{hint}; got "
+        f"{algorithm!r}. Other learners state their own: build one and call "
+        "learner.gradient_claims()."
     )
+
+
+def delegated_claims(graph: Any, algorithm: Any) -> Any:
+    """The claims of a learner the graph does not derive, from the learner itself (its one
+    claim path, ``learner.gradient_claims()``); None where the graph derives them.
+
+    A name (``"rtrl"``, ``"snap2"``, ``"bptt"``) builds that learner on the graph's model and
+    compiles it on the graph's example inputs; an instance (RTRL, SnAp, UORO, OSTL, BPTT)
+    answers for itself."""
+    if isinstance(algorithm, str):
+        if _family_of(algorithm) in DERIVATIONS or not _DIRECTORY:
+            return None
+        return _DIRECTORY[0].learner_for(graph, algorithm).gradient_claims()
+    family = getattr(algorithm, "claim_family", None)
+    if isinstance(algorithm, type) or family in DERIVATIONS:
+        return None
+    own = getattr(algorithm, "gradient_claims", None)
+    return own() if callable(own) and hasattr(algorithm, "adjust_claims") else None

@@ -31,6 +31,7 @@ __all__ = [
     "STATUS_WORDS",
     "WeightVerdict",
     "attach_claims",
+    "claims_by_param",
     "find_weight_verdicts",
     "status_text",
     "verdicts_of",
@@ -291,14 +292,27 @@ def _explained(verdict: WeightVerdict, records: list, minfo: Any, leaves: Any) -
     return dataclasses.replace(verdict, reason=str(reason), fix=fix, reason_record=first)
 
 
-def attach_claims(verdicts: dict, claims: Any) -> dict:
-    """Each verdict with an algorithm's claim: its leaves' claims (``claims``: ``{leaf path:
-    GradientClaim}``) and their worst (:func:`.records.combine_leaf_claims`)."""
-    by_name = {v.name: path for path, v in verdicts.items()}
+def claims_by_param(claims: Any, by_name: dict | None = None) -> dict:
+    """``{ParamState path (tuple): [(leaf path, GradientClaim)]}``: an algorithm's leaf claims
+    grouped by the weight they belong to -- the one grouping (the verdicts, compare mode's
+    per-algorithm column and the live explorer's claims all read it). A claim without a
+    ``weight_path`` is looked up by its name in ``by_name`` (``{dotted name: path}``), else
+    kept under its own name as a one-part path."""
     grouped: dict = {}
     for key, claim in claims.items():
-        owner = tuple(claim.weight_path) if claim.weight_path else by_name.get(key)
+        if claim.weight_path:
+            owner = tuple(claim.weight_path)
+        else:
+            owner = (by_name or {}).get(key, (key,))
         grouped.setdefault(owner, []).append((key, claim))
+    return grouped
+
+
+def attach_claims(verdicts: dict, claims: Any) -> dict:
+    """Each verdict with an algorithm's claim: its leaves' claims (``claims``: ``{leaf path:
+    GradientClaim}``, grouped by :func:`claims_by_param`) and their worst
+    (:func:`.records.combine_leaf_claims`)."""
+    grouped = claims_by_param(claims, {v.name: path for path, v in verdicts.items()})
     out = {}
     for path, verdict in verdicts.items():
         leaves = grouped.get(path, [])

@@ -46,8 +46,7 @@ from jax.tree_util import tree_leaves as leaves
 
 from etp_viz import _compat
 
-from ..base import state_ids
-from ..vjp_step import zero_cotangent
+from ..contract import LearnerState, state_ids, zero_cotangent
 
 __all__ = ["InfluenceLearner", "StepGraph"]
 
@@ -69,7 +68,7 @@ class InfluenceLearner(brainstate.nn.Module):
         self.is_compiled = False
         self._compiled = _Held()
         self.graph = None
-        self.influence: brainstate.ShortTermState | None = None
+        self.influence: LearnerState | None = None
         self.mesh = None
 
     @property
@@ -122,12 +121,43 @@ class InfluenceLearner(brainstate.nn.Module):
         #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken forward
         self._forward_only = _uses_primitive(function.get_jaxpr(*args), "while")
         self.prepare()
-        self.influence = brainstate.ShortTermState(self.init_influence())
+        self.influence = LearnerState(self.init_influence())
         self._step = self._make_step()
         self._compiled_states = state_ids(self.model)
         self.is_compiled = True
 
-    def _influence_state(self) -> brainstate.ShortTermState:
+    # -- what the step was compiled on (read by .patterns and .sparsity) ---------------------
+    @property
+    def example_args(self) -> tuple:
+        """The example inputs of one step :meth:`compile_graph` traced."""
+        return self._example
+
+    @property
+    def theta_vec(self) -> Any:
+        """Every parameter leaf of the step, flattened into one vector (``M``'s columns)."""
+        return self._theta_vec
+
+    @property
+    def hidden_vec(self) -> Any:
+        """Every hidden value of the step, flattened into one vector (``M``'s rows)."""
+        return self._hidden_vec
+
+    @property
+    def step_states(self) -> tuple:
+        """The states one step reads, in the step's order."""
+        return self._states
+
+    @property
+    def state_is_param(self) -> list[bool]:
+        """Per :attr:`step_states` entry: a ``ParamState`` (else a hidden / other state)."""
+        return self._is_param
+
+    @property
+    def forward_only(self) -> bool:
+        """The step holds a ``while_loop`` (no reverse mode): output Jacobians go forward."""
+        return self._forward_only
+
+    def _influence_state(self) -> LearnerState:
         """The influence's state, which :meth:`compile_graph` creates."""
         if self.influence is None:
             raise RuntimeError(
@@ -227,14 +257,14 @@ class InfluenceLearner(brainstate.nn.Module):
                     theta,
                     hidden,
                     new_hidden,
-                    forward=learner._forward_only,
+                    forward=learner.forward_only,
                 )
             else:
                 out_vjp = _output_vjp(
                     lambda t, h: learner.pure_step(t, h, *args)[1],
                     theta,
                     hidden,
-                    forward=learner._forward_only,
+                    forward=learner.forward_only,
                 )
             jac = _Jacobians(lambda t, h: learner.pure_step(t, h, *args)[0], theta, hidden)
             new_influence = learner.update_influence(influence, jac)

@@ -17,23 +17,21 @@ its own, whether the level above reads the new or the old state below. A paramet
 are the ones it feeds *directly*: the cut step's :math:`\partial h^t/\partial\theta`
 (:meth:`.learner.InfluenceLearner.cut_step`), so a weight of layer 1 read by layer 2 through
 layer 1's new state belongs to layer 1 only.
-* :class:`OSTLFeedforward` is the form for layers without recurrent weights, where the layer's
-  trace factorises into a presynaptic trace (the input, low-pass filtered) times a postsynaptic
-  one: the ES-D-RTRL factorisation, ``decay_or_rank`` as there (:class:`etp_viz.ES_D_RTRL`).
+* OSTL's form for layers without recurrent weights, where the layer's trace factorises into a
+  presynaptic trace (the input, low-pass filtered) times a postsynaptic one, is the ES-D-RTRL
+  factorisation: :class:`etp_viz.learn.etp.es_d_rtrl.OSTLFeedforward` (the ETP wing).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
-from ..es_d_rtrl import IODimVjpAlgorithm
 from .algorithms import PatternedRTRL
 from .patterns import closed_pattern, state_layers, step_patterns
 
-__all__ = ["OSTLFeedforward", "OSTLRecurrent"]
+__all__ = ["OSTLRecurrent"]
 
 
 class OSTLRecurrent(PatternedRTRL):
@@ -67,20 +65,3 @@ class OSTLRecurrent(PatternedRTRL):
             "drops how its past effect reaches the other layers' future states"
         )
         return self.claims_by_columns(claims, self.covered, reason)
-
-
-class OSTLFeedforward(IODimVjpAlgorithm):
-    """OSTL for feed-forward (non-recurrent) layers: the factorised input x output trace of
-    ES-D-RTRL (see the module docstring); arguments as :class:`etp_viz.ES_D_RTRL`.
-
-    Examples
-    --------
-    >>> alg = etp_viz.OSTLFeedforward(model, decay_or_rank=0.9)   # doctest: +SKIP
-    """
-
-    claim_family = "ostl_feedforward"
-
-    def adjust_claims(self, claims: Any) -> Any:
-        for key, claim in list(claims.items()):
-            claims[key] = dataclasses.replace(claim, algorithm="ostl_feedforward")
-        return claims

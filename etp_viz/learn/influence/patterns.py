@@ -38,9 +38,9 @@ def step_patterns(learner: Any) -> tuple[np.ndarray, np.ndarray]:
     if "step" not in cache:
         reach_theta, reach_h = jacobian_sparsity(
             lambda t, h, *args: learner.pure_step(t, h, *args)[0],
-            learner._theta_vec,
-            learner._hidden_vec,
-            inputs=learner._example,  # unknown values: no pattern from the example's token ids
+            learner.theta_vec,
+            learner.hidden_vec,
+            inputs=learner.example_args,  # unknown values: no pattern from the example's token ids
         )
         cache["step"] = (reach_h, reach_theta)
     return cache["step"]
@@ -97,7 +97,7 @@ def state_layers(
     if reach_h is None:
         reach_h = step_patterns(learner)[0]
     path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(learner.model).items()}
-    hidden = [s for s, p in zip(learner._states, learner._is_param) if not p]
+    hidden = [s for s, p in zip(learner.step_states, learner.state_is_param) if not p]
     sizes = [sum(int(np.size(leaf)) for leaf in jax.tree.leaves(s.value)) for s in hidden]
     bounds = np.cumsum([0, *sizes])
     k = len(hidden)
@@ -155,21 +155,21 @@ def silent_columns(learner: Any) -> tuple[np.ndarray, np.ndarray]:
     cut = bool(learner.mask_same_step)
     key = ("outputs", cut)
     if key not in cache:
-        theta, hidden = learner._theta_vec, learner._hidden_vec
+        theta, hidden = learner.theta_vec, learner.hidden_vec
         if cut:  # SnAp: the direct Jacobians of the output, new reads apart
             readout, *signal = jacobian_sparsity(
                 lambda t, h, r, *a: flat_outputs(learner.cut_step(t, h, r, *a)[1]),
                 theta,
                 hidden,
                 hidden,
-                inputs=learner._example,
+                inputs=learner.example_args,
             )
         else:
             readout, *signal = jacobian_sparsity(
                 lambda t, h, *a: flat_outputs(learner.pure_step(t, h, *a)[1]),
                 theta,
                 hidden,
-                inputs=learner._example,
+                inputs=learner.example_args,
             )
         rows = np.zeros(hidden.size, bool)
         for part in signal:
@@ -218,7 +218,7 @@ def _hidden_names(learner: Any) -> list[str]:
 
     path_of = {id(s): tuple(p) for p, s in brainstate.graph.states(learner.model).items()}
     names: list[str] = []
-    for state in (s for s, p in zip(learner._states, learner._is_param) if not p):
+    for state in (s for s, p in zip(learner.step_states, learner.state_is_param) if not p):
         size = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(state.value))
         names += [".".join(map(str, path_of.get(id(state), ("?",))))] * size
     return names

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ..vjp_step import zero_cotangent
+from ..contract import zero_cotangent
 from .learner import InfluenceLearner, _output_vjp
 from .sparsity import jacobian_sparsity
 
@@ -71,7 +71,7 @@ class TruncatedBPTT(InfluenceLearner):
 
     Attributes
     ----------
-    influence : brainstate.ShortTermState
+    influence : LearnerState
         The windows, ``{"inputs": (W, ...) per input leaf, "hidden": (W, n), "count": ()}``:
         oldest first, the newest step last (a session snapshots and restores them).
 
@@ -173,7 +173,7 @@ class TruncatedBPTT(InfluenceLearner):
             theta, hidden, windows, args = residuals
             hidden_cot, out_cot, _ = cotangents
             vjp = _output_vjp(
-                lambda t: learner.unroll(t, windows, args), theta, forward=learner._forward_only
+                lambda t: learner.unroll(t, windows, args), theta, forward=learner.forward_only
             )
             (grad,) = vjp((hidden_cot, out_cot))
             zero_windows = jax.tree.map(zero_cotangent, windows)

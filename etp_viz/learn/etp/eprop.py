@@ -64,7 +64,7 @@ class EProp(ParamDimVjpAlgorithm):
     vjp_method : {'single-step', 'multi-step'}
         Random feedback needs ``'single-step'``.
     mesh : jax.sharding.Mesh, optional
-        Split the batch over the mesh's ``"batch"`` axis (:mod:`etp_viz.learn.base`).
+        Split the batch over the mesh's ``"batch"`` axis (:mod:`etp_viz.learn.etp.base`).
 
     Examples
     --------

@@ -53,7 +53,7 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
         See :class:`~etp_viz.learn.ETraceVjpGraphExecutor`.
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
-        live sharded, weights replicated (:mod:`etp_viz.learn.base`).
+        live sharded, weights replicated (:mod:`etp_viz.learn.etp.base`).
     trace_dtype : dtype, optional
         Store the traces in this floating dtype (e.g. ``jnp.bfloat16``: half the trace memory
         and memory traffic). Each update is computed in the model's dtype and rounded once on

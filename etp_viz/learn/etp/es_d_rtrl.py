@@ -1,4 +1,4 @@
-r"""ES-D-RTRL (pp_prop): online learning with an input/output factorised trace.
+r"""ES-D-RTRL (the reference's ``pp_prop``): online learning with an input/output factorised trace.
 
 Per relation :math:`y = f(x, W)` an input trace, and per (relation, hidden group) an output
 (df) trace:
@@ -30,25 +30,29 @@ recurrent neural networks" (ES-D-RTRL).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+
+from etp_viz.ops import get_primitive_spec
 
 from .base import ETraceVjpAlgorithm, _float_dtype
 from .trace_math import (
     bias_correction,
     compute_dtype,
-    pp_contract,
-    pp_signal,
-    pp_update_f,
-    pp_update_x,
+    es_contract,
+    es_signal,
+    es_update_f,
+    es_update_x,
     resolve_decay,
     resolve_trace_dtype,
     store_traces,
     widen_traces,
 )
 
-__all__ = ["ES_D_RTRL", "IODimVjpAlgorithm", "pp_prop"]
+__all__ = ["ES_D_RTRL", "IODimVjpAlgorithm", "pp_prop", "x_representations"]
 
 
 class IODimVjpAlgorithm(ETraceVjpAlgorithm):
@@ -64,7 +68,7 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
     vjp_method : {'single-step', 'multi-step'}
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis: batch-leading states and traces
-        live sharded, weights replicated (:mod:`etp_viz.learn.base`).
+        live sharded, weights replicated (:mod:`etp_viz.learn.etp.base`).
     trace_dtype : dtype, optional
         Store the input and df traces in this floating dtype (e.g. ``jnp.bfloat16``); each
         update is computed in the model's dtype and rounded once on store. ``None``
@@ -92,22 +96,19 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
 
     def init_traces(self, plan: Any) -> dict:
-        """``{'x': {relation: zeros like x}, 'f': {(relation, group): zeros (*varshape, S)}}``."""
+        """``{'x': {relation: zeros like x}, 'f': {(relation, group): zeros (*varshape, S)}}``.
+
+        With ``alpha_x > 0``, a primitive whose spec has a ``pp_x_repr`` (the embedding: the
+        one-hot rows of its ids) keeps its input trace in that representation instead."""
+        self._x_reprs = x_representations(plan.relations, self.alpha_x)
+        xs = {}
         for rel in plan.relations:
-            x_dtype = None if rel.x_var is None else rel.x_var.aval.dtype
-            if x_dtype is not None and not jnp.issubdtype(x_dtype, jnp.inexact) and self.alpha_x:
-                paths = sorted(".".join(map(str, p)) for p in rel.weight_paths.values())
-                raise ValueError(
-                    f"ES-D-RTRL averages each ETP input over time, but {rel.primitive.name} of "
-                    f"{', '.join(paths)} takes integer inputs ({x_dtype}, e.g. embedding ids), "
-                    "whose average is meaningless. Use decay_or_rank=(0.0, alpha_f) (no input "
-                    "averaging) or D-RTRL."
-                )
-        xs = {
-            rel.index: jnp.zeros(rel.x_var.aval.shape, rel.x_var.aval.dtype)
-            for rel in plan.relations
-            if rel.x_var is not None
-        }
+            if rel.x_var is None:
+                continue
+            like = jax.ShapeDtypeStruct(rel.x_var.aval.shape, rel.x_var.aval.dtype)
+            if rel.index in self._x_reprs:
+                like = jax.eval_shape(self._x_reprs[rel.index], like, _avals(rel.operand_vars))
+            xs[rel.index] = jnp.zeros(like.shape, like.dtype)
         fs = {
             (rel.index, g): jnp.zeros(
                 (*plan.groups[g].varshape, plan.groups[g].num_state), rel.y_var.aval.dtype
@@ -121,9 +122,25 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
     def update_traces(self, traces: dict, data: dict, count: Any) -> dict:
         plan = self.graph_executor.plan
         traces = widen_traces(traces, self.trace_dtype, self._compute_dtype)
-        xs = {r: pp_update_x(v, data["x"][r], self.alpha_x) for r, v in traces["x"].items()}
+        reprs = getattr(self, "_x_reprs", {})
+        if self.alpha_x and any(
+            not jnp.issubdtype(v.dtype, jnp.inexact) for v in traces["x"].values()
+        ):
+            raise ValueError(
+                "ES-D-RTRL: alpha_x changed from 0 after the traces were made, and an input "
+                "trace holds integer ids (kept as is when alpha_x = 0). Reset the learner's "
+                "state (alg.reset_state()) so its traces are made again."
+            )
+        xs = {
+            r: es_update_x(
+                v,
+                reprs[r](data["x"][r], data["weights"][r]) if r in reprs else data["x"][r],
+                self.alpha_x,
+            )
+            for r, v in traces["x"].items()
+        }
         fs = {
-            (r, g): pp_update_f(v, data["dh_dh"][g], data["df"][(r, g)], self.alpha_f)
+            (r, g): es_update_f(v, data["dh_dh"][g], data["df"][(r, g)], self.alpha_f)
             for (r, g), v in traces["f"].items()
         }
         del plan
@@ -136,17 +153,17 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         grads: dict = {}
         for rel in plan.relations:
             # xy_to_dw is linear in its signal: sum the signals of the relation's groups (and
-            # states, in pp_signal), then contract with the input trace once
+            # states, in es_signal), then contract with the input trace once
             signal = None
             for g in rel.group_indices:
                 if g not in dl_dh:  # e.g. a group without hidden output bypass
                     continue
-                part = pp_signal(
+                part = es_signal(
                     traces["f"][(rel.index, g)], dl_dh[g], correction, tuple(rel.y_var.aval.shape)
                 )
                 signal = part if signal is None else signal + part
             if signal is not None:
-                grads[rel.index] = pp_contract(
+                grads[rel.index] = es_contract(
                     traces["x"].get(rel.index), signal, weights[rel.index], rel.rules
                 )
         return grads
@@ -172,9 +189,60 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         return result
 
 
-class pp_prop(IODimVjpAlgorithm):  # noqa: N801 - the reference's preset name
-    """Preset of :class:`IODimVjpAlgorithm`; same arguments."""
+def x_representations(relations: Any, alpha_x: float) -> dict:
+    """``{relation: pp_x_repr}`` for the relations whose input ES-D-RTRL averages in another
+    representation (``alpha_x > 0`` only: with ``alpha_x = 0`` the trace is the current input,
+    which every ``xy_to_dw`` takes as is). An integer input without one cannot be averaged."""
+    if not alpha_x:
+        return {}
+    reprs = {}
+    for rel in relations:
+        if rel.x_var is None:
+            continue
+        spec = get_primitive_spec(rel.primitive)
+        x_repr = getattr(spec, "pp_x_repr", None)
+        if x_repr is not None:
+            reprs[rel.index] = x_repr
+        elif not jnp.issubdtype(rel.x_var.aval.dtype, jnp.inexact):
+            paths = sorted(".".join(map(str, p)) for p in rel.weight_paths.values())
+            raise ValueError(
+                f"ES-D-RTRL averages each ETP input over time, but {rel.primitive.name} of "
+                f"{', '.join(paths)} takes integer inputs ({rel.x_var.aval.dtype}) and has no "
+                "pp_x_repr (the float representation to average, e.g. one-hot rows) in its "
+                "ETPPrimitiveSpec. Register one, use decay_or_rank=(0.0, alpha_f) (no input "
+                "averaging) or D-RTRL."
+            )
+    return reprs
 
 
-#: ES-D-RTRL is the paper's name of pp_prop.
-ES_D_RTRL = pp_prop
+def _avals(operand_vars: dict) -> dict:
+    return {k: jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for k, v in operand_vars.items()}
+
+
+class ES_D_RTRL(IODimVjpAlgorithm):  # noqa: N801 - the paper's name
+    """ES-D-RTRL (the registry's ``"es_d_rtrl"``): :class:`IODimVjpAlgorithm`; same arguments.
+
+    >>> type(etp_viz.ES_D_RTRL(model)).__name__  # doctest: +SKIP
+    'ES_D_RTRL'
+    """
+
+
+#: The reference's preset name of ES-D-RTRL (an alias: the same class).
+pp_prop = ES_D_RTRL
+
+
+class OSTLFeedforward(IODimVjpAlgorithm):
+    """OSTL for feed-forward (non-recurrent) layers: the factorised input x output trace of
+    ES-D-RTRL (see the module docstring); arguments as :class:`etp_viz.ES_D_RTRL`.
+
+    Examples
+    --------
+    >>> alg = etp_viz.OSTLFeedforward(model, decay_or_rank=0.9)   # doctest: +SKIP
+    """
+
+    claim_family = "ostl_feedforward"
+
+    def adjust_claims(self, claims: Any) -> Any:
+        for key, claim in list(claims.items()):
+            claims[key] = dataclasses.replace(claim, algorithm="ostl_feedforward")
+        return claims

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._compat import is_var
+from ..._compat import is_var
 
 #: bias correction of the ES-D-RTRL df trace is dropped after this many updates
 #: (:math:`\alpha_f^{1000}` is below float32 resolution for any useful decay).
@@ -155,13 +155,13 @@ def drtrl_gradient(trace: dict, dl_dh: Any, weights: dict, rules: PrimitiveRules
     return total
 
 
-def pp_update_x(trace_x: Any, x: Any, alpha_x: float) -> Any:
+def es_update_x(trace_x: Any, x: Any, alpha_x: float) -> Any:
     r"""ES-D-RTRL input trace: :math:`\epsilon_x^t = \alpha_x \epsilon_x^{t-1} + x^t`
     (no :math:`1-\alpha_x` factor, as in the reference implementation)."""
     return (alpha_x * trace_x + x).astype(trace_x.dtype)
 
 
-def pp_update_f(trace_f: Any, dh_dh: Any, df: Any, alpha_f: float) -> Any:
+def es_update_f(trace_f: Any, dh_dh: Any, df: Any, alpha_f: float) -> Any:
     r"""ES-D-RTRL output (df) trace:
     :math:`\epsilon_f^t = \alpha_f D^t \epsilon_f^{t-1} + (1-\alpha_f) D_f^t`,
     with :math:`(D^t \epsilon_f)_a = \sum_b D^t_{ab} \epsilon_{f,b}` per hidden position
@@ -198,7 +198,7 @@ def bias_correction(alpha_f: float, num_updates: Any) -> Any:
     return jnp.where(k > BIAS_CORRECTION_STEPS, 1.0, corrected)
 
 
-def pp_gradient(
+def es_gradient(
     trace_x: Any,
     trace_f: Any,
     dl_dh: Any,
@@ -213,21 +213,21 @@ def pp_gradient(
 
     The weighted df is summed down to ``y_shape`` (the VJP of a broadcast from ``y`` to
     ``h``, e.g. an element-wise weight shared over the batch). ``xy_to_dw`` (a VJP w.r.t. the
-    weights) is linear in its signal, so it is called once on :func:`pp_signal` (the states'
+    weights) is linear in its signal, so it is called once on :func:`es_signal` (the states'
     signals summed first), not once per state."""
-    signal = pp_signal(trace_f, dl_dh, correction, y_shape)
-    return pp_contract(trace_x, signal, weights, rules)
+    signal = es_signal(trace_f, dl_dh, correction, y_shape)
+    return es_contract(trace_x, signal, weights, rules)
 
 
-def pp_signal(trace_f: Any, dl_dh: Any, correction: Any, y_shape: tuple[int, ...]) -> Any:
+def es_signal(trace_f: Any, dl_dh: Any, correction: Any, y_shape: tuple[int, ...]) -> Any:
     r""":math:`\sum_a \epsilon^t_{f,a} \odot \partial L/\partial h^t_a \,/\, (1-\alpha_f^{k})`
-    summed down to ``y_shape``: what :func:`pp_contract` contracts with the input trace.
+    summed down to ``y_shape``: what :func:`es_contract` contracts with the input trace.
     Signals of several hidden groups fed by one relation may be added before contracting."""
     total = _sum_over_states(trace_f * dl_dh)
     return (sum_to_shape(total, y_shape) / correction).astype(trace_f.dtype)
 
 
-def pp_contract(trace_x: Any, signal: Any, weights: dict, rules: PrimitiveRules) -> dict:
+def es_contract(trace_x: Any, signal: Any, weights: dict, rules: PrimitiveRules) -> dict:
     r""":math:`\mathrm{xy\_to\_dw}(\epsilon_x^t, \mathrm{signal})`, the weight gradient.
 
     A 2-D input trace ``(batch, inputs)`` of a large weight (at least
@@ -247,7 +247,7 @@ def pp_contract(trace_x: Any, signal: Any, weights: dict, rules: PrimitiveRules)
     return rules.xy_to_dw(trace_x, signal, weights, **rules.params)
 
 
-#: :func:`pp_contract` transposes the input trace in memory for weights of at least this many
+#: :func:`es_contract` transposes the input trace in memory for weights of at least this many
 #: entries (1056 x 1024 yes, 288 x 256 no).
 BATCH_MINOR_MIN_WEIGHT = 1 << 18
 

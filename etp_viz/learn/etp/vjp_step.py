@@ -40,8 +40,8 @@ from typing import Any
 import brainstate
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ..contract import zero_cotangent
 from .trace_math import BIAS_CORRECTION_STEPS
 
 
@@ -137,14 +137,6 @@ class StateLayout:
         return result
 
 
-def zero_cotangent(x: Any) -> Any:
-    """A zero cotangent for ``x`` (``float0`` for integer and boolean values)."""
-    dtype = jnp.result_type(x)
-    if jnp.issubdtype(dtype, jnp.inexact):
-        return jnp.zeros(jnp.shape(x), dtype)
-    return np.zeros(jnp.shape(x), dtype=jax.dtypes.float0)
-
-
 def _zeros(tree: Any) -> Any:
     return jax.tree.map(zero_cotangent, tree)
 
@@ -182,7 +174,7 @@ def make_single_step(alg: Any):
     layout = StateLayout(plan)
     num_out = plan.module_info.num_out_leaves
     out_treedef = plan.module_info.out_treedef
-    summarize = getattr(alg, "_step_data_summary", None)
+    summarize = alg.step_data_summary
     stacked_hidden = ex.graph.hidden_feeds_hidden
     bypass_at = layout.bypass_positions()  # static: empty for most models
     # the traces' cotangent is zero: built from static shapes, so no trace is a residual

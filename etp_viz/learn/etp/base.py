@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..contract import LearnerState, state_ids
 from .executor import ETraceVjpGraphExecutor, MultiStepData
 from .status import learning_status
 from .vjp_step import make_multi_step, make_single_step
@@ -56,6 +57,9 @@ class ETraceAlgorithm(brainstate.nn.Module):
         The model (states initialised).
     graph_executor : ETraceGraphExecutor
     """
+
+    #: whose gradient claims it makes (the registry's family; each learner class names its own)
+    claim_family: str
 
     def __init__(self, model: Any, graph_executor: Any, name: str | None = None, mesh: Any = None):
         # brainstate declares Module.__init__ only outside TYPE_CHECKING
@@ -85,6 +89,17 @@ class ETraceAlgorithm(brainstate.nn.Module):
         self._compiled_states = state_ids(self.model)
         self.place_on_mesh()
 
+    def gradient_claims(self) -> Any:
+        """Per weight leaf, this learner's claim (``exact`` / ``approximate`` / ``none`` and
+        why): the graph's derivation for :attr:`claim_family`, refined by the learner's own
+        ``adjust_claims`` where it has one. Needs :meth:`compile_graph`.
+
+        >>> alg.gradient_claims()["rnn.W.weight"].kind  # doctest: +SKIP
+        'approximate'
+        """
+        self._require_compiled()
+        return self.graph.gradient_claims(self)
+
     def states_replaced(self) -> bool:
         """True when the model no longer holds the State objects the step was compiled on (a
         ``reset_state`` that builds new states): the compiled step would read stale ones."""
@@ -92,7 +107,7 @@ class ETraceAlgorithm(brainstate.nn.Module):
 
     def place_on_mesh(self) -> None:
         """With ``mesh``: the model's and the learner's states split over the ``"batch"``
-        axis (batch-leading leaves) or replicated (see :mod:`etp_viz.learn.base`)."""
+        axis (batch-leading leaves) or replicated (see :mod:`etp_viz.learn.etp.base`)."""
         if self.mesh is not None and self.is_compiled:
             place_states(self, self.mesh, _batch_of(self.graph_executor.example_args))
 
@@ -129,19 +144,20 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         super().__init__(model, ETraceVjpGraphExecutor(model, vjp_method), name=name, mesh=mesh)
         self.vjp_method = vjp_method
         #: the traces and the bias-correction counter (allocated by compile_graph)
-        self.etrace: brainstate.ShortTermState | None = None
-        self.count: brainstate.ShortTermState | None = None
+        self.etrace: LearnerState | None = None
+        self.count: LearnerState | None = None
         self.step_data_record: brainstate.ShortTermState | None = None
-        self._step_data_summary = None
+        #: the summary :meth:`record_step_data` keeps each step (None: nothing recorded)
+        self.step_data_summary: Any = None
 
     # -- states ----------------------------------------------------------------------------
 
     def init_etrace_state(self, *args: Any, **kwargs: Any) -> None:
         """(Re)allocate zero traces for the compiled graph."""
         plan = self.graph_executor.plan
-        self.etrace = brainstate.ShortTermState(self.init_traces(plan))
+        self.etrace = LearnerState(self.init_traces(plan))
         dtype = _float_dtype(plan)
-        self.count = brainstate.ShortTermState(jnp.zeros((), dtype))
+        self.count = LearnerState(jnp.zeros((), dtype))
         self._single = make_single_step(self)
         self._multi = make_multi_step(self)
 
@@ -163,7 +179,7 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         >>> alg(x); alg.step_data_record.value        # doctest: +SKIP
         """
         self._require_compiled()
-        self._step_data_summary = summarize
+        self.step_data_summary = summarize
         if summarize is None:
             self.step_data_record = None
         else:
@@ -206,7 +222,7 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         self.reset_traces()
         self.place_on_mesh()
 
-    def _trace_states(self) -> tuple[brainstate.ShortTermState, brainstate.ShortTermState]:
+    def _trace_states(self) -> tuple[LearnerState, LearnerState]:
         """The trace and counter states (allocated by :meth:`compile_graph`)."""
         self._require_compiled()
         if self.etrace is None or self.count is None:
@@ -292,11 +308,6 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         ``dl_dh_prev`` has the bypassing groups only and ``count`` is the number of trace
         updates that made :math:`\epsilon^{t-1}` (default: :meth:`trace_gradients`)."""
         return self.trace_gradients(kept, dl_dh_prev, weights, count)
-
-
-def state_ids(model: Any) -> tuple[int, ...]:
-    """Identities of a model's State objects, in order (what a compiled step reads)."""
-    return tuple(id(state) for state in model.states().values())
 
 
 def _float_dtype(plan: Any) -> Any:
