@@ -31,8 +31,7 @@ import numpy as np
 from etp_viz.live.compare import Comparison
 from etp_viz.live.fidelity import reference_text
 
-from .headless import traitlets
-from .widget import Explorer
+from .running import RunningExplorer
 
 __all__ = ["CompareExplorer"]
 
@@ -40,52 +39,21 @@ __all__ = ["CompareExplorer"]
 COMPARE_WINDOW = 500
 
 
-class CompareExplorer(Explorer):
+class CompareExplorer(RunningExplorer):
     """The explorer with a :class:`Comparison` attached (see the module docstring)."""
-
-    live_status = traitlets.Dict().tag(sync=True)
 
     def __init__(self, graph: Any, comparison: Comparison, *, max_rate: float = 20.0, **options):
         options.setdefault("algorithm", None)  # one claim per algorithm instead (below)
         super().__init__(graph, **options)
         self.comparison = comparison
-        self.max_rate = float(max_rate)
-        self._last_push = 0.0
-        self._in_run = False
-        self.pushes = 0
         self.exact_learners: list[str] = []
         self.view_model = self._with_claims(self.view_model)
-        self.live_panels = self._panel_specs()
-        from .live_panels import RunWatch  # compiling status, lesson budget and summary
-
-        self.watch = RunWatch(comparison, comparison.sessions, self.lesson, self._update_status)
-        self._requests.update(
-            {
-                "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
-                "live_run": lambda p: self._call(
-                    self.run, p.get("n_steps"), past_budget=bool(p.get("past_budget"))
-                ),
-                "live_pause": lambda p: self._call(self.pause),
-                "live_reset": lambda p: self._call(self.reset),
-                "live_set": self._request_set,
-            }
-        )
+        # compiling status, lesson budget and summary over every learner's session
+        self._attach_runner(comparison, comparison.sessions, max_rate)
         comparison.observe(self._on_event)
         self._update_status()
 
     # -- the Python API (delegates) --------------------------------------------------------
-    def step(self, n: int = 1) -> dict[str, Any]:
-        """``n`` lockstep steps of every algorithm (see :meth:`Comparison.step`)."""
-        return self.comparison.step(n)
-
-    def run(
-        self, n_steps: int | None = None, background: bool = True, *, past_budget: bool = False
-    ) -> CompareExplorer:
-        """Run every learner; with a task, ``run()`` stops at the lesson's end (the recipe's
-        budget) and ``run(past_budget=True)`` continues past it (see ``LiveExplorer.run``)."""
-        self.comparison.run(n_steps, background=background, past_budget=past_budget)
-        return self
-
     def lesson(self) -> Any:
         """The lesson summary: each learner's final scores against chance, its loss as a
         multiple of the exact reference's and the terms it drops
@@ -99,15 +67,6 @@ class CompareExplorer(Explorer):
             reference=reference_learner(self.exact_learners),
             dropped=dropped_terms((self.view_model or {}).get("weights") or []),
         )
-
-    def pause(self) -> None:
-        self.comparison.pause()
-
-    def reset(self) -> None:
-        self.comparison.reset()
-
-    def wait(self, timeout: float | None = None) -> None:
-        self.comparison.wait(timeout)
 
     @property
     def histories(self) -> dict[str, Any]:
@@ -310,13 +269,6 @@ class CompareExplorer(Explorer):
             names += trace_names(list(histories.values()))
         push_overviews(self, list(histories.values()), names)
         self.pushes += 1
-
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            method(*args, **kwargs)
-        finally:
-            self._update_status()
-        return {"step": self.comparison.step_count, "running": self.comparison.running}
 
     def _update_status(self, running: bool | None = None) -> None:
         comparison = self.comparison

@@ -42,7 +42,8 @@ from etp_viz.live.session import SESSION_OPTIONS, Session
 from etp_viz.view.plain import dropped_terms
 from etp_viz.view.weights import with_learner_claims
 
-from .headless import require_widget_packages, traitlets
+from .headless import require_widget_packages
+from .running import RunningExplorer
 from .widget import Explorer, split_display_options
 
 __all__ = ["LiveExplorer", "show"]
@@ -51,7 +52,7 @@ __all__ = ["LiveExplorer", "show"]
 LIVE_WINDOW = 500
 
 
-class LiveExplorer(Explorer):
+class LiveExplorer(RunningExplorer):
     """The explorer widget with a live online-learning :class:`Session` attached.
 
     ``live_status`` (synced) tells the front end the step, whether a run is going, the device,
@@ -59,32 +60,14 @@ class LiveExplorer(Explorer):
     (``record``: None for all).
     """
 
-    live_status = traitlets.Dict().tag(sync=True)
-
     def __init__(self, graph: Any, session: Session, *, max_rate: float = 20.0, **options):
         super().__init__(graph, **options)
         self.session = session
-        self.max_rate = float(max_rate)
-        self._last_push = 0.0
-        self._in_run = False
-        self.pushes = 0
         self.record: set[str] | None = None
-        self.live_panels = self._panel_specs()
-        from .live_panels import RunWatch
-
         label = str(session.history.meta.get("algorithm", "learner"))
-        self.watch = RunWatch(session, {label: session}, self.lesson, self._update_status)
-        self._requests.update(
-            {
-                "live_step": lambda p: self._call(self.step, int(p.get("n", 1))),
-                "live_run": lambda p: self._call(
-                    self.run, p.get("n_steps"), past_budget=bool(p.get("past_budget"))
-                ),
-                "live_pause": lambda p: self._call(self.pause),
-                "live_reset": lambda p: self._call(self.reset),
-                "live_set": self._request_set,
-                "live_verify": lambda p: self._verify_request(int(p.get("steps", VERIFY_STEPS))),
-            }
+        self._attach_runner(session, {label: session}, max_rate)
+        self._requests["live_verify"] = lambda p: self._verify_request(
+            int(p.get("steps", VERIFY_STEPS))
         )
         session.observe(self._on_session_event)
         self._update_status()
@@ -96,18 +79,6 @@ class LiveExplorer(Explorer):
             self.watch.on_event("started")
             self._update_status()
         return self.session.step(n)
-
-    def run(
-        self, n_steps: int | None = None, background: bool = True, *, past_budget: bool = False
-    ) -> LiveExplorer:
-        """Run in a background thread; Pause acts before the next step.
-
-        With a task, ``run()`` stops at the lesson's end (the recipe's step budget,
-        ``session.budget``) and the page shows the lesson summary (:meth:`lesson`); at the
-        budget it does nothing. ``run(past_budget=True)`` continues past it until paused.
-        """
-        self.session.run(n_steps, background=background, past_budget=past_budget)
-        return self
 
     def lesson(self) -> LessonSummary:
         """The lesson summary of the run so far: the final loss and accuracy (episode
@@ -122,15 +93,6 @@ class LiveExplorer(Explorer):
         )
         summary.dropped = {label if k == "" else k: v for k, v in summary.dropped.items()}
         return summary
-
-    def pause(self) -> None:
-        self.session.pause()
-
-    def reset(self) -> None:
-        self.session.reset()
-
-    def wait(self, timeout: float | None = None) -> None:
-        self.session.wait(timeout)
 
     @property
     def history(self) -> Any:
@@ -235,13 +197,6 @@ class LiveExplorer(Explorer):
             names += trace_names([history])
         push_overviews(self, [history], names)  # the whole run, downsampled
         self.pushes += 1
-
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            method(*args, **kwargs)
-        finally:
-            self._update_status()
-        return {"step": self.session.step_count, "running": self.session.running}
 
     def _update_status(self, running: bool | None = None) -> None:
         session = self.session
