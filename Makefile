@@ -18,15 +18,19 @@ demo:
 
 # Whole suite on the default interpreter; on the newest stack (pyenv's 3.12) the engine's tests
 # (ops, compiler, nn, learn) without the notebooks, the slow runs and the browser tests,
-# which run on the 3.11 leg: CI stays under 45 min on 2 cores. The 3.12 venv is set up while
-# the 3.11 engine tests run, and its leg runs beside the 3.11 browser tests (mostly waiting on
-# servers and Chromium).
+# which run on the 3.11 leg. The 3.12 venv is set up while the 3.11 engine tests run, and its leg
+# runs beside the 3.11 browser tests (mostly waiting on servers and Chromium). The run shares one
+# fresh JAX compilation cache (a folder per interpreter, removed at the end): the 3.11 browser
+# tests' kernels and servers find what the engine tests compiled (scripts/run_tests.sh;
+# docs/development.md, "The CI's time budget").
 LEG312 = "not notebook and not slow and not browser"
 PATHS312 = tests/ops tests/compiler tests/nn tests/learn tests/test_compat.py tests/test_types.py tests/test_layering.py
 
 test:
 	scripts/setup.sh $(PY311) .venv
 	@set -e; pid=""; leg=""; \
+	ETP_VIZ_JAX_CACHE="$$(mktemp -d "$${TMPDIR:-/tmp}/etp-viz-jax-cache.XXXXXX")"; \
+	export ETP_VIZ_JAX_CACHE; trap 'rm -rf "$$ETP_VIZ_JAX_CACHE"' EXIT; \
 	if [ -n "$(PY312)" ] && [ -x "$(PY312)" ]; then \
 	  (ETP_VIZ_SKIP_JS_BUILD=1 scripts/setup.sh $(PY312) .venv312 > .setup-312.log 2>&1) & pid=$$!; \
 	fi; \

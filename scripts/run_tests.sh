@@ -2,9 +2,9 @@
 # Run ruff and the test suite inside the given virtual environment.
 #   scripts/run_tests.sh VENV [MARKER EXPRESSION] [PHASE] [PATH ...]
 # PHASE: all (default), engine (everything but the browser tests) or browser. The engine's tests
-# run on two pytest-xdist workers (a module per worker at a time); the browser tests, which start servers and
-# Chromium, run in one process. PATHs (default: tests and the package's docstring examples)
-# narrow the engine phase.
+# run on two pytest-xdist workers (a module per worker at a time, the slowest first: see
+# tests/conftest.py); the browser tests, which start servers and Chromium, run in one process.
+# PATHs (default: tests and the package's docstring examples) narrow the engine phase.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
@@ -14,6 +14,22 @@ PHASE="${3:-all}"
 shift $(( $# < 3 ? $# : 3 ))
 PATHS=("$@")
 [ ${#PATHS[@]} -gt 0 ] || PATHS=(tests etp_viz)
+# One JAX persistent compilation cache for the whole run of an interpreter: the tests, both
+# pytest-xdist workers, the notebook kernels and the servers the browser tests start compile the
+# same models (a notebook is mostly compilation), and XLA's compile dominates the suite's time on
+# CPU. Every compile is kept (no minimum time or size) and the size is not limited: a limit turns
+# on JAX's eviction, which lists the whole directory on every write (quadratic over a run). An
+# entry read while another process still writes it fails to decompress, which JAX reports as a
+# warning and compiles instead. `make test` hands the run one fresh directory (ETP_VIZ_JAX_CACHE,
+# a folder per interpreter under it); run alone, this script makes a temporary one and removes it:
+# a run never starts warm. JAX keys each entry by the program, jax/jaxlib version, backend, flags.
+if [ -z "${ETP_VIZ_JAX_CACHE:-}" ]; then
+  ETP_VIZ_JAX_CACHE="$(mktemp -d "${TMPDIR:-/tmp}/etp-viz-jax-cache.XXXXXX")"
+  trap 'rm -rf "$ETP_VIZ_JAX_CACHE"' EXIT
+fi
+export JAX_COMPILATION_CACHE_DIR="$ETP_VIZ_JAX_CACHE/$(basename "$VENV")"
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
 markers_and() { if [ -n "$MARKERS" ]; then echo "($MARKERS) and $1"; else echo "$1"; fi; }
 start=$(date +%s)
 if [ "$PHASE" != "browser" ]; then
