@@ -19,7 +19,14 @@ compiled memory analysis), firing rate. Floor = the weights read once (forward) 
 written once (SGD), 12 bytes per synapse, over the bandwidth; the event-driven forward reads
 only the spiking neurons' rows, so its floor is ``(8 + 4 * rate)`` bytes per synapse. With
 ``import braintrace`` working (the py3.12 venv), braintrace 0.2.8 runs the same model (its
-``sparse_matmul`` on a ``brainevent.CSR`` of the same pattern and weights) in this process.
+``sparse_matmul`` on a ``brainevent.CSR`` of the same pattern and weights) in this process,
+and ``etp_viz-csr`` rows run a user-written copy (``sparse_kernels.CSRLIFNet``:
+``etp_viz.sparse_matmul`` on a saiunit CSR whose indices are a ``brainstate.State``). The
+firing rate is measured first; one outside [0.02, 0.10] makes the row an error (and the run
+exit non-zero). Each row has ``kernels``: fusions / custom calls / whiles in the compiled
+step's loop body (``sparse_kernels.count_kernels``). ``csr_compile``: lowered-HLO size and
+lower + compile seconds of one D-RTRL step with the CSR indices as constants vs operands.
+``--sparse-only`` runs (b) and the sweep and writes ``<date>-<cpu|gpu>-sparse.json``.
 
 (c) **bf16 traces** (``D_RTRL(model, trace_dtype=jnp.bfloat16)``) and the **planner**
 (``etp_viz.plan(model, x, algorithm, T=..., batch=...)``): called when the installed etp_viz
@@ -46,6 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+import sparse_kernels  # noqa: E402
 import vs_braintrace_models as models  # noqa: E402
 
 import etp_viz  # noqa: E402
@@ -53,7 +61,8 @@ import etp_viz  # noqa: E402
 LEARNING_RATE = 1e-3
 DENSE_CELLS = ("rnn", "gru", "lstm")
 SPARSE_BATCH, SPARSE_IN, FAN_IN = 8, 32, 100
-#: input weights N(0, INPUT_STD²) on N(0, 1) inputs: a firing rate of ~6 % at every n
+#: input weights N(0, INPUT_STD²) on N(0, 1) inputs: a firing rate of 5.3-5.9 % at 1k, 10k,
+#: 100k (T = 20 and 100) and 1M (T = 20) neurons, measured on CPU
 INPUT_STD = 1.0
 
 
@@ -267,6 +276,10 @@ def sparse_row(lib_name: str, n: int, length: int, algorithm: str, event_driven:
     net = SparseNet(n, event_driven)
     model = net
     lib = etp_viz
+    xs = jax.random.normal(jax.random.PRNGKey(0), (length, SPARSE_BATCH, SPARSE_IN))
+    rate = sparse_kernels.check_rate(firing_rate(net, xs), n)  # same model for every lib
+    if lib_name == "etp_viz-csr":
+        model = sparse_kernels.CSRLIFNet(net)
     if lib_name == "braintrace":
         import brainevent
         import braintrace as lib
@@ -275,18 +288,17 @@ def sparse_row(lib_name: str, n: int, length: int, algorithm: str, event_driven:
             brainevent.config.set_backend("cpu", "jax_raw")
         model = BraintraceSparseNet(net)
     brainstate.nn.init_all_states(model, batch_size=SPARSE_BATCH)
-    xs = jax.random.normal(jax.random.PRNGKey(0), (length, SPARSE_BATCH, SPARSE_IN))
     targets = jax.random.normal(jax.random.PRNGKey(1), (length, SPARSE_BATCH, models.NUM_OUT))
     row = {"lib": lib_name, "n": n, "fan_in": FAN_IN, "batch": SPARSE_BATCH, "T": length}
     row |= {"algorithm": algorithm, "event_driven": event_driven}
     alg = make_learner(lib, model, algorithm, xs[0])
     fn = sgd_harness(lib, model, _squared_error, alg)
     row["compile_s"], row["memory_mib_compiled"] = compile_seconds(fn, xs, targets)
+    row["kernels"] = sparse_kernels.compiled_kernels(fn, xs, targets)
     _, best = best_of(fn, (xs, targets), 3 if n >= 100_000 else 5)
     step_s = best / length
     nnz = n * FAN_IN
-    rate = firing_rate(model, xs) if lib_name == "etp_viz" else None
-    floor_bytes = (8 + 4 * rate) * nnz if event_driven and rate is not None else 12 * nnz
+    floor_bytes = (8 + 4 * rate) * nnz if event_driven else 12 * nnz
     row |= {
         "ms_per_step": 1e3 * step_s,
         "neuron_steps_per_s": SPARSE_BATCH * n / step_s,
@@ -392,7 +404,7 @@ def run(args) -> dict:
         "note": "" if on_gpu else "No GPU was available: CPU sizes only; GPU rows not measured.",
     }
     dense = []
-    if not args.skip_dense:
+    if not (args.skip_dense or args.sparse_only):
         for cell, batch, n in config["dense"]:
             for algorithm in ("d_rtrl", "es_d_rtrl", "bptt"):
                 guarded(dense, dense_row, cell, batch, n, config["T"], algorithm, bw)
@@ -405,9 +417,17 @@ def run(args) -> dict:
             jobs += [("etp_viz", "d_rtrl", False), ("etp_viz", "d_rtrl", True)]
         if with_bt:
             jobs += [("braintrace", "es_d_rtrl", False), ("braintrace", "d_rtrl", False)]
+        jobs += [("etp_viz-csr", "es_d_rtrl", False)]
+        if n * FAN_IN * SPARSE_BATCH * 4 <= (4 * 2**30 if on_gpu else 2**28):
+            jobs += [("etp_viz-csr", "d_rtrl", False)]
         for lib_name, algorithm, event in jobs:
             guarded(sparse, sparse_row, lib_name, n, config["sparse_T"], algorithm, event, bw)
-    result |= {"dense": dense, "sparse": sparse, **bf16_and_plan(config, bw)}
+    result |= {"dense": dense, "sparse": sparse}
+    if not args.skip_compile:
+        sweep = config["sparse"] if on_gpu else [1_000, 10_000, 100_000]
+        result["csr_compile"] = sparse_kernels.csr_compile_rows(sweep, FAN_IN, 8, SPARSE_IN)
+    if not args.sparse_only:
+        result |= bf16_and_plan(config, bw)
     return result
 
 
@@ -435,8 +455,8 @@ def table(result: dict) -> str:
     lines += [
         "",
         "| lib | n | algorithm | event-driven | ms/step | neuron-steps/s | compile s | rate "
-        "| floor ms | × floor | compiled MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| floor ms | × floor | compiled MiB | fusions / custom calls / whiles |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["sparse"]:
         if "error" in r:
@@ -448,9 +468,19 @@ def table(result: dict) -> str:
             f"| {r['lib']} | {r['n']} | {r['algorithm']} | {r['event_driven']} | "
             f"{r['ms_per_step']:.3g} | {r['neuron_steps_per_s']:.3g} | {r['compile_s']:.2f} | "
             f"{rate} | {r['floor_ms']:.3g} | {r['x_floor']:.1f} | "
-            f"{_num(mem, '.0f')} |"
+            f"{_num(mem, '.0f')} | {_kernels(r.get('kernels'))} |"
         )
+    for r in result.get("csr_compile", []):
+        lines.append(f"CSR n={r['n']} indices {r['indices']}: HLO {r['hlo_chars']} chars, "
+                     f"lower + compile {r['lower_compile_s']:.2f} s")  # fmt: skip
     return "\n".join(lines)
+
+
+def _kernels(k: dict | None) -> str:
+    if not k:
+        return ""
+    trips = f" (trips {k['while_trip_counts']})" if k["whiles"] else ""
+    return f"{k['fusions']} / {k['custom_calls']} / {k['whiles']}{trips}"
 
 
 def _num(value, spec: str) -> str:
@@ -461,6 +491,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smallest sizes")
     parser.add_argument("--skip-dense", action="store_true")
+    parser.add_argument("--sparse-only", action="store_true", help="no dense, bf16, planner")
+    parser.add_argument("--skip-compile", action="store_true", help="no CSR compile sweep")
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/...)")
     parser.add_argument("--table", default=None, help="print the tables of a result JSON")
     args = parser.parse_args()
@@ -474,10 +506,14 @@ def main() -> None:
         raise
     kind = "gpu" if result["device"]["platform"] == "gpu" else "cpu"
     day = result["date"][:10]
-    out = Path(args.out) if args.out else HERE / "results" / f"{day}-{kind}.json"
+    suffix = "-sparse" if args.sparse_only else ""
+    out = Path(args.out) if args.out else HERE / "results" / f"{day}-{kind}{suffix}.json"
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(table(result))
     print(f"wrote {out}")
+    silent = [r for r in result["sparse"] if "fires at" in r.get("error", "")]
+    if silent:  # a row off the firing-rate range is an error of the run, not a number
+        raise SystemExit(f"{len(silent)} sparse row(s) outside the firing-rate range: {silent}")
 
 
 if __name__ == "__main__":

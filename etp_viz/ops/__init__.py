@@ -2,6 +2,7 @@
 
 from ._registry import BATCHED_COUNTERPARTS as BATCHED_COUNTERPARTS
 from ._registry import BATCHED_PRIMITIVES as BATCHED_PRIMITIVES
+from ._registry import ETP_AUX_INVARS_FNS as ETP_AUX_INVARS_FNS
 from ._registry import ETP_PRIMITIVE_SPECS as ETP_PRIMITIVE_SPECS
 from ._registry import ETP_PRIMITIVES as ETP_PRIMITIVES
 from ._registry import ETP_RULES_ETRACE_TO_DW as ETP_RULES_ETRACE_TO_DW
@@ -17,6 +18,7 @@ from ._registry import GRADIENT_ENABLED_PRIMITIVES as GRADIENT_ENABLED_PRIMITIVE
 from ._registry import ETPPrimitive as ETPPrimitive
 from ._registry import ETPPrimitiveSpec as ETPPrimitiveSpec
 from ._registry import declare_elementwise as declare_elementwise
+from ._registry import get_aux_invars as get_aux_invars
 from ._registry import get_batched_counterpart as get_batched_counterpart
 from ._registry import get_declared_elementwise as get_declared_elementwise
 from ._registry import get_etrace_to_dw as get_etrace_to_dw

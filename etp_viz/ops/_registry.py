@@ -50,6 +50,7 @@ __all__ = [
     "is_etp_enable_gradient_primitive",
     "is_batched_primitive",
     "get_trainable_invars",
+    "get_aux_invars",
     "get_batched_counterpart",
     "get_x_invar_index",
     "get_y_outvar_index",
@@ -73,6 +74,9 @@ ETP_RULES_INIT_PP: dict[Primitive, Rule] = {}
 ETP_RULES_XY_TO_ETRACE: dict[Primitive, Rule] = {}
 ETP_RULES_ETRACE_TO_DW: dict[Primitive, Rule] = {}
 ETP_TRAINABLE_INVARS_FNS: dict[Primitive, Callable[[dict], dict[str, int]]] = {}
+#: ``params -> {name: invar_index}`` of non-trainable array operands (a sparse pattern's
+#: indices): the learners pass their values to every rule as keyword arguments
+ETP_AUX_INVARS_FNS: dict[Primitive, Callable[[dict], dict[str, int]]] = {}
 ETP_X_INVAR_INDICES: dict[Primitive, int | None] = {}
 ETP_Y_OUTVAR_INDICES: dict[Primitive, int] = {}
 ETP_PRIMITIVE_SPECS: dict[Primitive, ETPPrimitiveSpec] = {}
@@ -454,6 +458,12 @@ def get_trainable_invars(primitive: Primitive, params: dict) -> dict[str, int]:
     """``{trainable_name: invar_index}`` for one equation (``{'weight': 1}`` by default)."""
     fn = ETP_TRAINABLE_INVARS_FNS.get(primitive)
     return dict(_DEFAULT_TRAINABLE) if fn is None else dict(fn(dict(params)))
+
+
+def get_aux_invars(primitive: Primitive, params: dict) -> dict[str, int]:
+    """``{name: invar_index}`` of the equation's non-trainable operands (``{}`` by default)."""
+    fn = ETP_AUX_INVARS_FNS.get(primitive)
+    return {} if fn is None else dict(fn(dict(params)))
 
 
 def get_batched_counterpart(primitive: Primitive) -> Primitive | None:

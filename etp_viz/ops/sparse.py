@@ -3,8 +3,12 @@ r"""Sparse ETP primitives ``etp_sp_mm`` / ``etp_sp_mv`` and :func:`sparse_matmul
 Forward: :math:`y_{\cdot,o} = \sum_{k:\,c_k = o} x_{\cdot,r_k}\, w_k (+ b_o)` where the static
 pattern lists for each non-zero :math:`k` its row :math:`r_k` (input index) and column
 :math:`c_k` (output index), and the trainable ``weight_data`` holds the ``nnz`` values in the
-pattern's order. The pattern is a static param (:class:`SparsePattern`: hashable, compared by
-value), built from a saiunit ``CSR`` / ``CSC`` / ``COO`` matrix.
+pattern's order. A pattern with concrete indices is a static param (:class:`SparsePattern`:
+hashable, compared by value; its indices are constants of the compiled program). A pattern
+whose indices are traced (the matrix is held in a ``brainstate.State``) has its ``rows`` and
+``cols`` bound as non-trainable int32 operands after the weights (:class:`OperandPattern` is the
+static param, ``etp_viz.ops.get_aux_invars`` names them); the learners pass their values to
+every rule as ``rows=`` / ``cols=``, so the program's size does not grow with ``nnz``.
 
 Trace (one state slice), through the pattern's column index:
 :math:`\epsilon_{b,k} = \partial h_{b,c_k}/\partial w_k`, layout ``(B, nnz)`` / ``(nnz,)``;
@@ -28,12 +32,13 @@ from ._common import (
     register_batched_pair,
     reject_states,
 )
-from ._registry import sum_to_shape
+from ._registry import ETP_AUX_INVARS_FNS, sum_to_shape
 from ._units import attach_unit, bias_mantissa, split_unit
 from .dense import bind_dense_family, dense_trainable_invars
 
 __all__ = [
     "FixedFanIn",
+    "OperandPattern",
     "SparsePattern",
     "etp_sp_mm_p",
     "etp_sp_mv_p",
@@ -42,7 +47,42 @@ __all__ = [
 ]
 
 
-class SparsePattern:
+class IndexMaps:
+    """The index maps every sparse rule is written with, from ``rows`` / ``cols`` arrays (numpy
+    constants in :class:`SparsePattern`, traced operands in :meth:`OperandPattern.bind`);
+    :class:`FixedFanIn` has the same methods, computed in-program."""
+
+    rows: Any
+    cols: Any
+    shape: tuple[int, int]
+
+    def gather_inputs(self, x: jax.Array) -> jax.Array:
+        """``x[..., r_k]``: one input per stored weight, ``(..., nnz)``."""
+        return x[..., self.rows]
+
+    def gather_outputs(self, g: jax.Array) -> jax.Array:
+        """``g[..., c_k]``: one output-side value per stored weight, ``(..., nnz)``."""
+        return g[..., self.cols]
+
+    def sum_to_outputs(self, contributions: jax.Array) -> jax.Array:
+        """``y_o = Σ_{k: c_k = o} contributions_k``, ``(..., O)``."""
+        y = jnp.zeros((*contributions.shape[:-1], self.shape[1]), contributions.dtype)
+        return y.at[..., self.cols].add(contributions)
+
+    def product(self, x: jax.Array, data: jax.Array) -> jax.Array:
+        """``y_o = Σ_{k: c_k = o} x[..., r_k] data_k``."""
+        return self.sum_to_outputs(self.gather_inputs(x) * data)
+
+    def correlate(self, x: jax.Array, signal: jax.Array, lead: int) -> jax.Array:
+        """``Σ_lead x[..., r_k] * signal[..., c_k]`` -> ``(nnz,)``."""
+        return self.contract(self.gather_inputs(x), signal, lead)
+
+    def contract(self, per_weight: jax.Array, signal: jax.Array, lead: int) -> jax.Array:
+        """``Σ_lead per_weight[..., k] * signal[..., c_k]`` -> ``(nnz,)``."""
+        return contract_trace(per_weight, self.gather_outputs(signal), lead, 0)
+
+
+class SparsePattern(IndexMaps):
     """A static, hashable sparsity pattern of an ``(I, O)`` matrix (rows = inputs).
 
     Equality and hash are by value, so equal patterns share compiled code.
@@ -71,27 +111,21 @@ class SparsePattern:
 
     @classmethod
     def from_matrix(cls, mat: Any) -> SparsePattern:
-        """Pattern of a saiunit ``CSR`` / ``CSC`` / ``COO`` matrix (or a SparsePattern)."""
+        """Pattern of a saiunit ``CSR`` / ``CSC`` / ``COO`` matrix (or a SparsePattern); traced
+        indices raise ``jax.errors.TracerArrayConversionError``."""
         if isinstance(mat, SparsePattern):
             return mat
         kind = type(mat).__name__
-        try:
-            if kind == "CSR":
-                indptr = np.asarray(mat.indptr)
-                rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-                return cls(rows, np.asarray(mat.indices), mat.shape)
-            if kind == "CSC":
-                indptr = np.asarray(mat.indptr)
-                cols = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-                return cls(np.asarray(mat.indices), cols, mat.shape)
-            if hasattr(mat, "row") and hasattr(mat, "col"):
-                return cls(np.asarray(mat.row), np.asarray(mat.col), mat.shape)
-        except jax.errors.TracerArrayConversionError as err:
-            raise TypeError(
-                "etp_viz.sparse_matmul: the sparsity pattern (indices) of `sparse_mat` is being "
-                "traced; it must be static. Close over the sparse matrix instead of passing it "
-                "as an argument of jit/vmap/grad."
-            ) from err
+        if kind == "CSR":
+            indptr = np.asarray(mat.indptr)
+            rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+            return cls(rows, np.asarray(mat.indices), mat.shape)
+        if kind == "CSC":
+            indptr = np.asarray(mat.indptr)
+            cols = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+            return cls(np.asarray(mat.indices), cols, mat.shape)
+        if hasattr(mat, "row") and hasattr(mat, "col"):
+            return cls(np.asarray(mat.row), np.asarray(mat.col), mat.shape)
         raise TypeError(
             f"etp_viz.sparse_matmul: sparse_mat of type {kind} is not supported; pass a "
             "saiunit.sparse CSR, CSC or COO matrix, e.g. `saiunit.sparse.CSR.fromdense(w)`."
@@ -106,33 +140,46 @@ class SparsePattern:
     def __repr__(self) -> str:
         return f"SparsePattern(shape={self.shape}, nnz={self.nnz})"
 
-    # The three index maps every rule is written with (shared with FixedFanIn). The indices
-    # are numpy constants: they are embedded in the compiled program (its size grows with nnz).
 
-    def gather_inputs(self, x: jax.Array) -> jax.Array:
-        """``x[..., r_k]``: one input per stored weight, ``(..., nnz)``."""
-        return x[..., self.rows]
+class OperandPattern:
+    """The static param of a pattern whose indices are operands: shape and ``nnz`` only.
 
-    def gather_outputs(self, g: jax.Array) -> jax.Array:
-        """``g[..., c_k]``: one output-side value per stored weight, ``(..., nnz)``."""
-        return g[..., self.cols]
+    >>> import jax.numpy as jnp
+    >>> p = OperandPattern((3, 2), 2)
+    >>> p.bind(jnp.array([0, 2]), jnp.array([1, 1])).product(jnp.ones(3), jnp.ones(2)).tolist()
+    [0.0, 2.0]
+    """
 
-    def sum_to_outputs(self, contributions: jax.Array) -> jax.Array:
-        """``y_o = Σ_{k: c_k = o} contributions_k``, ``(..., O)``."""
-        y = jnp.zeros((*contributions.shape[:-1], self.shape[1]), contributions.dtype)
-        return y.at[..., self.cols].add(contributions)
+    def __init__(self, shape: tuple[int, int], nnz: int):
+        self.shape, self.nnz = (int(shape[0]), int(shape[1])), int(nnz)
 
-    def product(self, x: jax.Array, data: jax.Array) -> jax.Array:
-        """``y_o = Σ_{k: c_k = o} x[..., r_k] data_k``."""
-        return self.sum_to_outputs(self.gather_inputs(x) * data)
+    def bind(self, rows: Any, cols: Any) -> IndexMaps:
+        """The index maps of this pattern with the given (traced) ``rows`` and ``cols``."""
+        maps = IndexMaps()
+        maps.rows, maps.cols, maps.shape = rows, cols, self.shape
+        return maps
 
-    def correlate(self, x: jax.Array, signal: jax.Array, lead: int) -> jax.Array:
-        """``Σ_lead x[..., r_k] * signal[..., c_k]`` -> ``(nnz,)``."""
-        return self.contract(self.gather_inputs(x), signal, lead)
+    def __eq__(self, other: object) -> bool:
+        same = isinstance(other, OperandPattern) and other.shape == self.shape
+        return same and other.nnz == self.nnz
 
-    def contract(self, per_weight: jax.Array, signal: jax.Array, lead: int) -> jax.Array:
-        """``Σ_lead per_weight[..., k] * signal[..., c_k]`` -> ``(nnz,)``."""
-        return contract_trace(per_weight, self.gather_outputs(signal), lead, 0)
+    def __hash__(self) -> int:
+        return hash((OperandPattern, self.shape, self.nnz))
+
+    def __repr__(self) -> str:
+        return f"OperandPattern(shape={self.shape}, nnz={self.nnz})"
+
+
+def traced_index_operands(mat: Any) -> tuple[jax.Array, jax.Array]:
+    """``(rows, cols)`` int32 of a saiunit ``CSR`` / ``CSC`` / ``COO`` whose indices are traced
+    (a CSR's rows are expanded from ``indptr`` in-program: ``nnz`` is static)."""
+    kind = type(mat).__name__
+    if kind in ("CSR", "CSC"):
+        indptr, indices = jnp.asarray(mat.indptr), jnp.asarray(mat.indices, jnp.int32)
+        lines = jnp.arange(indptr.shape[0] - 1, dtype=jnp.int32)
+        expanded = jnp.repeat(lines, jnp.diff(indptr), total_repeat_length=indices.shape[0])
+        return (expanded, indices) if kind == "CSR" else (indices, expanded)
+    return jnp.asarray(mat.row, jnp.int32), jnp.asarray(mat.col, jnp.int32)
 
 
 #: largest ``n`` whose index arithmetic stays in uint32 (see :meth:`FixedFanIn._mulmod`)
@@ -152,12 +199,11 @@ class FixedFanIn:
 
     so each presynaptic neuron reaches exactly ``fan_in`` targets, with no self-connection and
     no repeated pair. In label space (:math:`u = \pi(o)`) synapse ``k`` is a cyclic shift by
-    :math:`c_k`, so weights are stored ``weight_data[k * n + π(o)]`` and every product is
-    ``fan_in`` contiguous shifted multiply-adds between two n-sized relabellings (no
-    per-synapse gather or scatter; ``to_rows_cols`` lists the synapses in that order). Only
-    ``a``, its inverse and the ``fan_in`` shifts are in the program: its size does not grow
-    with ``n`` (a stored CSR's indices are embedded constants, ``nnz`` of them). Equality and
-    hash are by value. ``n`` must be below ``2**21`` (the index arithmetic is uint32).
+    :math:`c_k`, so weights are stored ``weight_data[k * n + π(o)]`` and every product is the
+    ``fan_in`` shifted windows of one n-sized relabelling, reduced over ``k`` (no scatter;
+    ``to_rows_cols`` lists the synapses in that order). Only ``a``, its inverse and the shifts
+    are in the program: its size does not grow with ``n``. Equality and hash are by value.
+    ``n`` must be below ``2**21`` (the index arithmetic is uint32).
 
     Examples
     --------
@@ -268,31 +314,43 @@ class FixedFanIn:
         labelled = self.to_labels(x)
         return jnp.concatenate([labelled, labelled], axis=-1)
 
-    def _window(self, doubled: jax.Array, k: jax.Array) -> jax.Array:
-        """``x_π[(u + c_k) mod n]`` for every ``u``: one contiguous slice (``k`` traced)."""
-        start = jnp.asarray(self.shifts, jnp.int32)[k]
-        return jax.lax.dynamic_slice_in_dim(doubled, start, self.n, axis=-1)
+    def _windows(self, x: jax.Array) -> jax.Array:
+        """``x_π[..., (u + c_k) mod n]`` for every ``k`` and ``u``, ``(..., fan_in, n)``: one
+        gather of ``[x_π, x_π]`` at in-program indices ``c_k + u`` (no loop over ``fan_in``)."""
+        starts = jnp.asarray(self.shifts, jnp.int32)[:, None]
+        return self._doubled_labels(x)[..., starts + jax.lax.iota(jnp.int32, self.n)]
 
     def product(self, x: jax.Array, data: jax.Array) -> jax.Array:
-        """``y_o = Σ_k x[pre_k(o)] w[k, π(o)]``: a loop of ``fan_in`` contiguous multiply-adds
-        in label order (~10x a per-synapse gather on CPU), then one n-sized gather."""
-        weights, doubled = data.reshape(self.fan_in, self.n), self._doubled_labels(x)
+        """``y_o = Σ_k x[pre_k(o)] w[k, π(o)]`` in label order, then one n-sized gather: the
+        shifted windows times the weights reduced over ``k`` in one pass (``"gather"``), or
+        ``fan_in`` contiguous multiply-adds (``"loop"``; :func:`fan_in_strategy`)."""
+        weights = data.reshape(self.fan_in, self.n)
+        if fan_in_strategy() == "gather":
+            return self.from_labels(jnp.sum(self._windows(x) * weights, axis=-2))
+        doubled = self._doubled_labels(x)
 
-        def add_synapse(k, total):
+        def add_synapse(k: Any, total: jax.Array) -> jax.Array:
             return total + self._window(doubled, k) * weights[k]
 
-        shape = (*x.shape[:-1], self.n)
-        total = jnp.zeros(shape, jnp.result_type(x, data))
+        total = jnp.zeros((*x.shape[:-1], self.n), jnp.result_type(x, data))
         return self.from_labels(jax.lax.fori_loop(0, self.fan_in, add_synapse, total))
 
     def correlate(self, x: jax.Array, signal: jax.Array, lead: int) -> jax.Array:
-        """``Σ_lead x[..., pre_k(o)] signal[..., o]`` in weight order, ``(nnz,)``, one
-        contiguous row per ``k`` (no ``lead × nnz`` intermediate)."""
+        """``Σ_lead x[..., pre_k(o)] signal[..., o]`` in weight order, ``(nnz,)`` (one pass, or
+        a row per ``k``: :meth:`product`)."""
+        if fan_in_strategy() == "gather":
+            windows = self._windows(x)
+            return contract_trace(windows, self.to_labels(signal), lead, 1).reshape(self.nnz)
         doubled = self._doubled_labels(x).reshape(-1, 2 * self.n)
         labelled = self.to_labels(signal).reshape(-1, self.n)
         rows = jax.lax.map(lambda k: jnp.sum(self._window(doubled, k) * labelled, axis=0),
                            jnp.arange(self.fan_in))  # fmt: skip
         return rows.reshape(self.nnz)
+
+    def _window(self, doubled: jax.Array, k: Any) -> jax.Array:
+        """``x_π[..., (u + c_k) mod n]`` for every ``u`` (a slice of ``[x_π, x_π]``)."""
+        start = jnp.asarray(self.shifts, jnp.int32)[k]
+        return jax.lax.dynamic_slice_in_dim(doubled, start, self.n, axis=doubled.ndim - 1)
 
     def gather_inputs(self, x: jax.Array) -> jax.Array:
         return jnp.concatenate(self._shifted_inputs(x), axis=-1)
@@ -309,6 +367,18 @@ class FixedFanIn:
     def contract(self, per_weight: jax.Array, signal: jax.Array, lead: int) -> jax.Array:
         grid = per_weight.reshape(*per_weight.shape[:lead], self.fan_in, self.n)
         return contract_trace(grid, self.to_labels(signal), lead, 1).reshape(self.nnz)
+
+
+FAN_IN_STRATEGY: str | None = None  # FixedFanIn's sum over its fan-in; None: by backend
+
+
+def fan_in_strategy() -> str:
+    """``"loop"`` on CPU (XLA:CPU does not fuse the gather: 0.8 vs 3.6 ms per ES-D-RTRL step at
+    n = 1k), ``"gather"`` elsewhere (one kernel, not ``fan_in`` launches), unless
+    :data:`FAN_IN_STRATEGY` names one; read when a step is traced."""
+    if FAN_IN_STRATEGY is not None:
+        return FAN_IN_STRATEGY
+    return "loop" if jax.default_backend() == "cpu" else "gather"
 
 
 def event_driven_product(x: jax.Array, data: jax.Array, pattern: Any, max_active: int):
@@ -337,7 +407,7 @@ def _event_product(x, data, pattern, max_active):
     back = np.asarray([pattern.n - c for c in pattern.shifts], np.uint32)
     lanes = jnp.arange(pattern.fan_in, dtype=jnp.int32)
 
-    def events(_):
+    def events(_):  # scatter each active input's fan_in synapses
         def one(row, mask):
             (ids,) = jnp.nonzero(mask, size=max_active, fill_value=0)
             valid = jnp.arange(max_active) < jnp.sum(mask)
@@ -350,11 +420,8 @@ def _event_product(x, data, pattern, max_active):
 
         return jax.vmap(one)(flat, active)
 
-    def dense(_):
-        return _dense_input_product(flat, data, pattern)
-
     fits = jnp.max(jnp.sum(active, axis=-1)) <= max_active
-    y = jax.lax.cond(fits, events, dense, None)
+    y = jax.lax.cond(fits, events, lambda _: pattern.product(flat, data), None)
     return y.reshape(*x.shape[:-1], pattern.n)
 
 
@@ -362,63 +429,74 @@ def _event_product(x, data, pattern, max_active):
 def _event_product_jvp(pattern, max_active, primals, tangents):
     (x, data), (dx, ddata) = primals, tangents
     y = _event_product(x, data, pattern, max_active)
-    tangent = _dense_input_product(dx, data, pattern) + _dense_input_product(x, ddata, pattern)
-    return y, tangent
+    return y, pattern.product(dx, data) + pattern.product(x, ddata)
 
 
-def _dense_input_product(x, data, sparse_mat):
-    return sparse_mat.product(x, data)
+def _maps(sparse_mat, rows=None, cols=None):
+    """The index maps of the static param, with the index operands where it has them."""
+    return sparse_mat.bind(rows, cols) if isinstance(sparse_mat, OperandPattern) else sparse_mat
 
 
-def _sparse_impl(x, data, *maybe_bias, sparse_mat, has_bias=False, max_active=None):
+def sparse_aux_invars(params: dict) -> dict[str, int]:
+    """``{'rows': i, 'cols': i + 1}`` after the weight (and bias) for an :class:`OperandPattern`."""
+    if not isinstance(params.get("sparse_mat"), OperandPattern):
+        return {}
+    first = 3 if params.get("has_bias", False) else 2
+    return {"rows": first, "cols": first + 1}
+
+
+def _sparse_impl(x, data, *rest, sparse_mat, has_bias=False, max_active=None):
+    maps = _maps(sparse_mat, *rest[int(has_bias) :])
     if max_active is None:
-        y = _dense_input_product(x, data, sparse_mat)
+        y = maps.product(x, data)
     else:
-        y = event_driven_product(x, data, sparse_mat, max_active)
-    return y + maybe_bias[0] if has_bias else y
+        y = event_driven_product(x, data, maps, max_active)
+    return y + rest[0] if has_bias else y
 
 
-def sparse_yw_to_w(hidden_dim, trace: dict, *, sparse_mat, **params) -> dict:
+def sparse_yw_to_w(hidden_dim, trace: dict, *, sparse_mat, rows=None, cols=None, **params) -> dict:
     """``trace[..., k] * g[..., c_k]``; bias trace ``* g``."""
-    out = {"weight": trace["weight"] * sparse_mat.gather_outputs(hidden_dim)}
+    maps = _maps(sparse_mat, rows, cols)
+    out = {"weight": trace["weight"] * maps.gather_outputs(hidden_dim)}
     if "bias" in trace:
         out["bias"] = trace["bias"] * hidden_dim
     return out
 
 
 def sparse_xy_to_dw(
-    x, hidden_dim, weights: dict, *, sparse_mat, has_bias=False, max_active=None
+    x, hidden_dim, weights: dict, *, sparse_mat, has_bias=False, rows=None, cols=None, **_
 ) -> dict:
     """``Σ_b x[b, r_k] g[b, c_k]`` (the VJP w.r.t. the weight, written out so that the event
     path's forward is not re-run) and ``Σ_b g`` for the bias."""
     g = jnp.asarray(hidden_dim, dtype=jnp.result_type(x, weights["weight"]))
     lead = g.ndim - 1
-    out = {"weight": sparse_mat.correlate(x, g, lead)}
+    out = {"weight": _maps(sparse_mat, rows, cols).correlate(x, g, lead)}
     if has_bias:
         out["bias"] = sum_to_shape(g, jnp.shape(weights["bias"]))
     return {k: v.astype(jnp.result_type(weights[k])) for k, v in out.items()}
 
 
 def sparse_xy_to_etrace(
-    x, hidden_dim, weights: dict, *, sparse_mat, has_bias=False, max_active=None
+    x, hidden_dim, weights: dict, *, sparse_mat, has_bias=False, rows=None, cols=None, **_
 ) -> dict:
     """Unreduced trace ``x[..., r_k] * g[..., c_k]`` and ``g`` for the bias."""
-    out = {"weight": sparse_mat.gather_inputs(x) * sparse_mat.gather_outputs(hidden_dim)}
+    maps = _maps(sparse_mat, rows, cols)
+    out = {"weight": maps.gather_inputs(x) * maps.gather_outputs(hidden_dim)}
     if has_bias:
         out["bias"] = jnp.asarray(hidden_dim)
     return out
 
 
 def sparse_etrace_to_dw(
-    trace: dict, dl_dh, weights: dict, *, sparse_mat, has_bias=False, max_active=None
+    trace: dict, dl_dh, weights: dict, *, sparse_mat, rows=None, cols=None, **_
 ) -> dict:
     """``Σ_b trace[b, k] * g[b, c_k]`` (and ``Σ_b`` of the bias term) via ``contract_trace``."""
     eps = trace["weight"]
     lead = eps.ndim - 1
     if jnp.shape(dl_dh)[:-1] != eps.shape[:lead]:  # h broadcast from y: element-wise, reduce
-        weighted = sparse_yw_to_w(dl_dh, trace, sparse_mat=sparse_mat)
+        weighted = sparse_yw_to_w(dl_dh, trace, sparse_mat=sparse_mat, rows=rows, cols=cols)
         return {k: sum_to_shape(v, jnp.shape(weights[k])) for k, v in weighted.items()}
-    out = {"weight": sparse_mat.contract(eps, dl_dh, lead)}
+    out = {"weight": _maps(sparse_mat, rows, cols).contract(eps, dl_dh, lead)}
     if "bias" in trace:
         out["bias"] = contract_trace(trace["bias"], dl_dh, lead, 0)
     return out
@@ -435,6 +513,7 @@ etp_sp_mm_p, etp_sp_mv_p = register_batched_pair(
     xy_to_etrace=sparse_xy_to_etrace,
     etrace_to_dw=sparse_etrace_to_dw,
 )
+ETP_AUX_INVARS_FNS[etp_sp_mm_p] = ETP_AUX_INVARS_FNS[etp_sp_mv_p] = sparse_aux_invars
 
 
 def sparse_matmul(
@@ -452,8 +531,10 @@ def sparse_matmul(
     x : array or Quantity, ``(I,)`` or ``(..., I)``
     weight_data : array or Quantity, ``(nnz,)`` -- the trainable non-zero values
     sparse_mat : saiunit ``CSR`` / ``CSC`` / ``COO`` of shape ``(I, O)`` (only its pattern is
-        used; its indices are embedded in the compiled program) or a :class:`FixedFanIn`
-        (indices computed in-program: the program's size does not grow with ``nnz``)
+        used) or a :class:`FixedFanIn` (indices computed in-program). Concrete indices are
+        constants of the compiled program (its size and compile time grow with ``nnz``);
+        traced ones, e.g. read from a ``brainstate.State``, are operands of the primitive
+        (``rows`` / ``cols``, not trained), so the program is the same size at any ``nnz``
     bias : array or Quantity, ``(O,)``, optional
     max_active : int, optional
         Event-driven forward (:func:`event_driven_product`, ``FixedFanIn`` only): read only the
@@ -471,15 +552,10 @@ def sparse_matmul(
     >>> sparse_matmul(jnp.ones(5), jnp.ones(p.nnz), sparse_mat=p, max_active=2).tolist()
     [2.0, 2.0, 2.0, 2.0, 2.0]
     """
-    reject_states(
-        "etp_viz.sparse_matmul",
-        "etp_viz.sparse_matmul(x, self.W.value, sparse_mat=pattern)",
-        x=x,
-        weight_data=weight_data,
-        bias=bias,
-    )
+    example = "etp_viz.sparse_matmul(x, self.W.value, sparse_mat=pattern)"
+    reject_states("etp_viz.sparse_matmul", example, x=x, weight_data=weight_data, bias=bias)
     procedural = isinstance(sparse_mat, FixedFanIn)
-    pattern = sparse_mat if procedural else SparsePattern.from_matrix(sparse_mat)
+    pattern, index_operands = _static_pattern(sparse_mat)
     if max_active is not None and not procedural:
         raise ValueError(
             "etp_viz.sparse_matmul: max_active (the event-driven forward) needs a FixedFanIn "
@@ -504,8 +580,20 @@ def sparse_matmul(
             "output column."
         )
     operands = [w_m] if b_m is None else [w_m, jnp.asarray(b_m)]
+    operands += index_operands
     params = {"sparse_mat": pattern, "has_bias": b_m is not None}
     if max_active is not None:
         params["max_active"] = int(max_active)
     y = bind_dense_family(etp_sp_mv_p, etp_sp_mm_p, x_m, operands, params)
     return attach_unit(y, out_unit)
+
+
+def _static_pattern(sparse_mat: Any) -> tuple[Any, list]:
+    """The primitive's static ``sparse_mat`` param and its index operands (traced indices)."""
+    if isinstance(sparse_mat, FixedFanIn):
+        return sparse_mat, []
+    try:
+        return SparsePattern.from_matrix(sparse_mat), []
+    except jax.errors.TracerArrayConversionError:
+        rows, cols = traced_index_operands(sparse_mat)
+        return OperandPattern(sparse_mat.shape, rows.shape[0]), [rows, cols]

@@ -233,18 +233,16 @@ def test_sparse_pattern_is_static_and_value_hashed():
         etp_viz.sparse_matmul(x, csc.data, sparse_mat=csc), x @ SPARSE.todense(), rtol=1e-12
     )
     # saiunit keeps the indices as static pytree data, so passing the matrix through jit works;
-    # a traced pattern (indices as leaves) is rejected with a teaching error.
+    # traced indices (e.g. read from a brainstate.State) become operands of the primitive.
     jitted = jax.jit(lambda m: etp_viz.sparse_matmul(x, m.data, sparse_mat=m))(SPARSE)
     np.testing.assert_allclose(jitted, x @ SPARSE.todense(), rtol=1e-6)
 
-    class CSR:  # a stand-in whose indices are traced
-        shape = PATTERN.shape
+    def traced(indices, indptr):
+        mat = ss.CSR((SPARSE.data, indices, indptr), shape=SPARSE.shape)
+        return etp_viz.sparse_matmul(x, SPARSE.data, sparse_mat=mat)
 
-        def __init__(self, indptr):
-            self.indptr, self.indices = indptr, indptr
-
-    with pytest.raises(TypeError, match="must be static"):
-        jax.jit(lambda p: etp_viz.sparse_matmul(x, x[0], sparse_mat=CSR(p)))(jnp.arange(3))
+    out = jax.jit(traced)(jnp.asarray(SPARSE.indices), jnp.asarray(SPARSE.indptr))
+    np.testing.assert_allclose(out, x @ SPARSE.todense(), rtol=1e-12)
 
 
 def _param(shape):

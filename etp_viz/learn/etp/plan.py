@@ -35,6 +35,9 @@ class RelationPlan:
     weight_paths: dict  # trainable key -> ParamState path
     group_indices: tuple
     rules: PrimitiveRules
+    #: non-trainable operands (a sparse pattern's indices) -> the equation's invar; their
+    #: values travel with the trainable operands and reach the rules as keyword arguments
+    aux_vars: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +66,18 @@ class ExecutionPlan:
 
     @property
     def operand_vars(self) -> list:
-        """Every relation's trainable operands, relation by relation (key order)."""
-        return [v for rel in self.relations for v in rel.operand_vars.values()]
+        """Every relation's trainable operands then its non-trainable ones, relation by relation
+        (key order)."""
+        return [v for rel in self.relations for v in (*rel.operand_vars.values(),
+                                                      *rel.aux_vars.values())]  # fmt: skip
 
     def split_operands(self, values: list) -> dict:
         """``{relation: {key: value}}`` from values in :attr:`operand_vars` order."""
         it = iter(values)
-        return {rel.index: {key: next(it) for key in rel.operand_vars} for rel in self.relations}
+        return {
+            rel.index: {key: next(it) for key in (*rel.operand_vars, *rel.aux_vars)}
+            for rel in self.relations
+        }
 
 
 def bind_rules(primitive: Any, params: dict) -> PrimitiveRules:
@@ -80,6 +88,7 @@ def bind_rules(primitive: Any, params: dict) -> PrimitiveRules:
         xy_to_etrace=_ops.get_xy_to_etrace(primitive),
         etrace_to_dw=_ops.get_etrace_to_dw(primitive),
         params=dict(params),
+        aux_keys=tuple(_ops.get_aux_invars(primitive, params)),
     )
 
 
@@ -106,6 +115,10 @@ def build_plan(graph: Any) -> ExecutionPlan:
                 weight_paths=dict(rel.trainable_paths),
                 group_indices=tuple(group_position[id(g)] for g in rel.hidden_groups),
                 rules=bind_rules(rel.primitive, eqn.params),
+                aux_vars={
+                    key: eqn.invars[i]
+                    for key, i in _ops.get_aux_invars(rel.primitive, eqn.params).items()
+                },
             )
         )
     _check_shapes(relations, groups)

@@ -41,6 +41,17 @@ class PrimitiveRules(NamedTuple):
     xy_to_etrace: Callable[..., dict]
     etrace_to_dw: Callable[..., dict]
     params: dict
+    #: keys of the non-trainable operands (``etp_viz.ops.get_aux_invars``) in ``weights``
+    aux_keys: tuple = ()
+
+    def bind(self, weights: dict) -> tuple[dict, PrimitiveRules]:
+        """``(trainable weights, rules)`` with the non-trainable operands moved from ``weights``
+        into the rules' keyword arguments (a sparse pattern's traced indices)."""
+        if not self.aux_keys:
+            return weights, self
+        trainable = {k: v for k, v in weights.items() if k not in self.aux_keys}
+        aux = {k: weights[k] for k in self.aux_keys}
+        return trainable, self._replace(params={**self.params, **aux})
 
 
 def _slice(trace: dict, index: int) -> dict:
@@ -75,6 +86,7 @@ def drtrl_update(
     ``dh_dh=None`` means :math:`D^t \equiv 0` (a group with an empty transition, e.g. a vanilla
     RNN): the previous trace is not read at all.
     """
+    weights, rules = rules.bind(weights)
     num_state = df.shape[-1]
     if num_state == 1 and dh_dh is not None:
         scale = _trace_scale(rules, dh_dh[..., 0, 0], _slice(trace, 0))
@@ -146,6 +158,7 @@ def drtrl_gradient(trace: dict, dl_dh: Any, weights: dict, rules: PrimitiveRules
     r"""Online D-RTRL gradient of one step: :math:`\nabla_\theta L^t = \sum_a
     (\partial L^t/\partial h^t_a) \cdot \epsilon^t_a` (summed over hidden positions, and over
     the batch for batched primitives), in the shape of the primitive's trainable inputs."""
+    weights, rules = rules.bind(weights)
     total: dict | None = None
     for a in range(dl_dh.shape[-1]):
         part = rules.etrace_to_dw(_slice(trace, a), dl_dh[..., a], weights, **rules.params)
@@ -237,6 +250,7 @@ def es_contract(trace_x: Any, signal: Any, weights: dict, rules: PrimitiveRules)
     operands (Eigen): 0.8-0.95x a whole online step at n=1024 (jax 0.10 / 0.12), nothing at
     n=256, where the XNNPACK dot was slower in the median on a busy 2-core machine, so small
     weights keep the plain dot."""
+    weights, rules = rules.bind(weights)
     if (
         trace_x is not None
         and jnp.ndim(trace_x) == 2
@@ -270,6 +284,7 @@ def fresh_gradient(
     It is D-RTRL's whole gradient when :math:`D^t \equiv 0` (then
     :math:`\epsilon^t = \mathrm{diag}(D_f^t)\otimes x^t`), at the cost of one ``xy_to_dw``
     instead of a read of the parameter-sized trace."""
+    weights, rules = rules.bind(weights)
     total: dict | None = None
     for a in range(dl_dh.shape[-1]):
         signal = sum_to_shape(df[..., a] * dl_dh[..., a], y_shape)

@@ -155,11 +155,16 @@ def _merge_grads(a: dict, b: dict) -> dict:
 
 
 def _fill_operands(operands: dict, grads: dict) -> dict:
-    """Operand-shaped cotangents: the relation gradients where given, zeros elsewhere."""
-    return {
-        r: {k: grads.get(r, {}).get(k, jnp.zeros_like(v)).astype(v.dtype) for k, v in ops.items()}
-        for r, ops in operands.items()
-    }
+    """Operand-shaped cotangents: the relation gradients where given, zeros elsewhere (``float0``
+    for integer operands, e.g. a sparse pattern's indices)."""
+    return {r: {k: _cotangent(grads.get(r, {}).get(k), v) for k, v in ops.items()}
+            for r, ops in operands.items()}  # fmt: skip
+
+
+def _cotangent(grad: Any, operand: Any) -> Any:
+    if grad is None or not jnp.issubdtype(operand.dtype, jnp.inexact):
+        return zero_cotangent(operand)
+    return grad.astype(operand.dtype)
 
 
 def next_count(count: Any) -> Any:
