@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from typing import Any
 
 import jax
@@ -63,45 +64,72 @@ class Flow:
         self.rel_eqn = [relation_eqn(minfo, r) for r in self.relations]
         self.leaves = [v for v in minfo.weight_invars]
         self.leaf_bit = {v: 1 << i for i, v in enumerate(self.leaves)}
+        self.path_bits: dict = {}
+        for k, m in enumerate(self.memories):
+            self.path_bits[m.hidden_path] = self.path_bits.get(m.hidden_path, 0) | 1 << k
         self.group_mask = {}
         for g in graph.hidden_groups:
             bits = self.bits_of_paths(g.hidden_paths)
             for p in g.hidden_paths:
                 self.group_mask[p] = bits
+        #: memories their group's other new states read unperturbed (compiler/perturbation.py)
+        self.unperturbed = self.bits_of_paths(graph.hidden_perturb.in_group_reads)
+        #: equation index -> the dotted path of the relation's weight that it computes
+        self.rel_name = {i: _dot(rel.weight_path) for rel, i in zip(self.relations, self.rel_eqn)}
+        self._indexes: dict = {}
+        self._found: dict = {}
         self._forward()
         self._backward()
+        self._close()
+
+    def _close(self) -> None:
+        """The per-memory summaries the claims read, each a closure over "reads the new value
+        of" (``at_memory[k][NEW]``). Within one step a memory's new value reads only new values
+        written by earlier equations, so one sweep in that order closes them (and a second
+        confirms it)."""
+        reads_new = [at[NEW] for at in self.at_memory]
+        #: per memory, the memories that read its previous or new value
+        self.readers = [0] * len(self.memories)
+        #: per relation, the memories its ``y`` reaches (any kind of path)
+        self.y_reaches = [0] * len(self.relations)
+        for k, at in enumerate(self.at_memory):
+            for j in bits_of(_old(at) | at[NEW]):
+                self.readers[j] |= 1 << k
+            for r in bits_of(at[Y_C] | at[Y_E] | at[Y_P]):
+                self.y_reaches[r] |= 1 << k
         #: memories whose new value reaches an output within the step (directly or through
         #: other new values): their learning signal is not zero by structure
-        signal = self.at_output[NEW]
-        changed = True
-        while changed:
-            changed = False
-            for k, at in enumerate(self.at_memory):
-                if signal >> k & 1 and at[NEW] & ~signal:
-                    signal |= at[NEW]
-                    changed = True
-        self.signal = signal
+        self.signal = self.at_output[NEW]
+        frontier = self.signal
+        while frontier:
+            frontier = or_all(reads_new[k] for k in bits_of(frontier)) & ~self.signal
+            self.signal |= frontier
+        producer = self.minfo.def_use.producer
+        order = sorted(
+            range(len(self.memories)),
+            key=lambda k: (
+                producer.get(self.memories[k].outvar, -1)
+                if _compat.is_var(self.memories[k].outvar)
+                else -1
+            ),
+        )
         #: per memory, every memory whose new value its new value reads, directly or through
         #: other new values (the transitive closure of ``at_memory[k][NEW]``)
-        self.new_closure = [at[NEW] for at in self.at_memory]
-        changed = True
-        while changed:
-            changed = False
-            for k, reads in enumerate(self.new_closure):
-                wider = reads | or_all(self.new_closure[j] for j in bits_of(reads))
-                if wider != reads:
-                    self.new_closure[k] = wider
-                    changed = True
+        self.new_closure = close_over(reads_new, reads_new, order)
         #: per memory, the memories whose previous value reaches its new value by any path
         #: (through other new values too)
-        self.old_total = [
-            _old(self.at_memory[k]) | or_all(_old(self.at_memory[j]) for j in bits_of(reads))
-            for k, reads in enumerate(self.new_closure)
-        ]
+        self.old_total = close_over(reads_new, [_old(at) for at in self.at_memory], order)
+
+    def closure(self, start: int) -> int:
+        """``start`` and every memory that reads the previous or new value of a member."""
+        reach = frontier = start
+        while frontier:
+            frontier = or_all(self.readers[k] for k in bits_of(frontier)) & ~reach
+            reach |= frontier
+        return reach
 
     def bits_of_paths(self, paths: Any) -> int:
-        wanted = set(map(tuple, paths))
-        return sum(1 << k for k, m in enumerate(self.memories) if m.hidden_path in wanted)
+        return or_all(self.path_bits.get(p, 0) for p in dict.fromkeys(map(tuple, paths)))
 
     def _forward(self) -> None:
         from etp_viz.ops import is_etp_enable_gradient_primitive, is_etp_primitive
@@ -209,38 +237,89 @@ class Flow:
                     if _compat.is_var(v):
                         acc[v] = acc.get(v, 0) | mask
 
-    def eqns_where(self, table: int, bits: int, reach: int, exclude: int = -1) -> tuple:
-        """Equations whose inputs carry ``bits`` in ``table`` and whose outputs reach ``reach``
-        (the first few, in order)."""
-        found = []
-        for index, union in enumerate(self.eqn_in):
-            if index != exclude and union[table] & bits and self.reach[index] & reach:
-                found.append(index)
-                if len(found) >= MAX_NAMED_EQNS:
-                    break
-        return tuple(found)
+    def eqns_where(
+        self, table: Any, bits: int, reach: int, exclude: int = -1, keep: Any = None
+    ) -> tuple:
+        """Equations whose inputs carry ``bits`` in ``table`` (one table, or a tuple of them:
+        any) and whose outputs reach ``reach`` (the first few, in order; ``keep``: a further
+        test of the equation's index).
+
+        Reads a per-bit index of the table built once (the first time a table is asked
+        about): the cost is the equations that carry ``bits``, not the whole jaxpr."""
+        tables = table if isinstance(table, tuple) else (table,)
+        index = self._indexes.get(tables)
+        if index is None:
+            index = self._indexes[tables] = {}
+            for i, union in enumerate(self.eqn_in):
+                VISITS.count += 1
+                for k in bits_of(or_all(union[t] for t in tables)):
+                    index.setdefault(k, []).append(i)
+        lists = [index.get(k, ()) for k in bits_of(bits)]
+        return self._first(lists, reach, exclude, keep)
 
     def reading_new(self, bits: int, reach: int) -> tuple:
         """Equations that read the new value of a memory in ``bits`` and reach ``reach``."""
-        outvars = {m.outvar for k, m in enumerate(self.memories) if bits >> k & 1}
+        outvars = dict.fromkeys(m.outvar for k, m in self._members(bits))
         return self._reading(outvars, reach)
 
     def reading(self, bits: int, reach: int) -> tuple:
         """Equations that read the previous value of a memory in ``bits`` and reach
         ``reach``."""
-        invars = {m.invar for k, m in enumerate(self.memories) if bits >> k & 1}
+        invars = dict.fromkeys(m.invar for k, m in self._members(bits))
         return self._reading(invars, reach)
 
-    def _reading(self, invars: set, reach: int) -> tuple:
-        found = []
-        for index, eqn in enumerate(self.eqns):
-            if self.reach[index] & reach and any(
-                _compat.is_var(v) and v in invars for v in eqn.invars
-            ):
-                found.append(index)
-                if len(found) >= MAX_NAMED_EQNS:
+    def _members(self, bits: int) -> list:
+        return [(k, self.memories[k]) for k in bits_of(bits) if k < len(self.memories)]
+
+    def _reading(self, variables: dict, reach: int) -> tuple:
+        consumers = self.minfo.def_use.consumers
+        lists = [consumers.get(v, ()) for v in variables if _compat.is_var(v)]
+        return self._first(lists, reach)
+
+    def _first(self, lists: list, reach: int, exclude: int = -1, keep: Any = None) -> tuple:
+        """The first :data:`MAX_NAMED_EQNS` equations of the ascending index ``lists`` that
+        reach ``reach`` (not ``exclude``, passing ``keep``); answers are remembered."""
+        key = (tuple(map(id, lists)), reach, exclude, keep)
+        found = self._found.get(key)
+        if found is not None:
+            return found
+        hits: list = []
+        for i in _merged(lists):
+            VISITS.count += 1
+            if i != exclude and self.reach[i] & reach and (keep is None or keep(i)):
+                hits.append(i)
+                if len(hits) >= MAX_NAMED_EQNS:
                     break
-        return tuple(found)
+        found = self._found[key] = tuple(hits)
+        return found
+
+
+def _merged(lists: list) -> Any:
+    """The ascending union of ascending lists, each index once."""
+    if len(lists) == 1:
+        return iter(lists[0])
+    return iter(dict.fromkeys(heapq.merge(*lists)))
+
+
+def close_over(direct: list, seed: list, order: Any) -> list:
+    """The least ``out`` with ``out[k] = seed[k] | out[j]`` for every ``j`` in ``direct[k]``
+    (bit sets), sweeping in ``order`` until nothing changes (once and a confirming sweep when
+    ``order`` puts every ``j`` before the ``k`` that reads it).
+
+    >>> close_over([0, 0b1, 0b10], [0, 0b1, 0b10], range(3))
+    [0, 1, 3]
+    """
+    out = list(seed)
+    parts = [bits_of(d) for d in direct]
+    changed = True
+    while changed:
+        changed = False
+        for k in order:
+            wider = out[k] | or_all(out[j] for j in parts[k])
+            if wider != out[k]:
+                out[k] = wider
+                changed = True
+    return out
 
 
 def _old(at: tuple) -> int:
@@ -252,7 +331,17 @@ def produced(mem: Memory, flow: Flow) -> bool:
 
 
 def bits_of(mask: int) -> list:
-    return [k for k in range(mask.bit_length()) if mask >> k & 1]
+    """The set bits of ``mask``, ascending (one step per set bit, not per bit).
+
+    >>> bits_of(0b10110)
+    [1, 2, 4]
+    """
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def or_all(values: Any) -> int:
@@ -310,6 +399,34 @@ def relation_leaves(rel: Any, key: str) -> tuple:
     is computed from (the learner pulls the gradient back to each)."""
     attributed = ((rel.trainable_paths[key], rel.trainable_leaf_indices[key]),)
     return tuple(dict.fromkeys(attributed + tuple(rel.trainable_all_leaves.get(key, ()))))
+
+
+def hidden_reach(eqns: Any, seeds: dict) -> dict:
+    """``reach[var]``: the bits of the ``seeds`` (``{new hidden value: bit}``) that ``var``
+    reaches by any path: one backward pass."""
+    reach = dict(seeds)
+    for eqn in reversed(eqns):
+        VISITS.count += 1
+        mask = 0
+        for var in eqn.outvars:
+            mask |= reach.get(var, 0) if _compat.is_var(var) else 0
+        if mask:
+            for atom in eqn.invars:
+                if _compat.is_var(atom):
+                    reach[atom] = reach.get(atom, 0) | mask
+    return reach
+
+
+def bits_by_key(pairs: Any) -> dict:
+    """``{key: the OR of its bits}`` of ``(key, bit)`` pairs, keys in first-seen order."""
+    out: dict = {}
+    for key, bit in pairs:
+        out[key] = out.get(key, 0) | bit
+    return out
+
+
+def _dot(path: Any) -> str:
+    return ".".join(map(str, path)) if path is not None else "?"
 
 
 def relation_eqn(minfo: Any, rel: Any) -> int:

@@ -450,7 +450,7 @@ def compile_etrace_graph(
     relations = find_hidden_param_op_relations_from_minfo(
         minfo, hid_path_to_group, diagnostics=diagnostics
     )
-    perturb = add_hidden_perturbation_from_minfo(minfo)
+    perturb = add_hidden_perturbation_from_minfo(minfo, hid_path_to_group)
     readouts = find_readout_params(minfo, diagnostics)
     diagnostics.settle_readouts(readouts)
     bypass = find_bypass_hidden(minfo, diagnostics)

@@ -28,6 +28,7 @@ from etp_viz import _compat
 from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr, trace_to_param
 from ._positions import is_tail_position_preserving, ones_tangent_vanishes
 from .control_flow import report_control_flow_primitives
+from .dataflow import bits_by_key, bits_of, hidden_reach, or_all
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
 from .hidden_groups import find_hidden_groups_from_minfo
 from .module_info import ModuleInfo, extract_module_info
@@ -191,7 +192,20 @@ class _RelationFinder:
             for i, p in enumerate(self.paths)
             if _compat.is_var(minfo.hidden_path_to_outvar[p])
         }
-        self.reach = self._hidden_reach()
+        self.reach = hidden_reach(self.eqns, self.outvar_bit)
+        self.path_index = {p: i for i, p in enumerate(self.paths)}
+        #: new hidden value -> the bits of the paths it is the new value of
+        self.outvar_paths = bits_by_key(
+            (minfo.hidden_path_to_outvar[p], 1 << i) for i, p in enumerate(self.paths)
+        )
+        #: hidden group index -> the bits of its paths
+        self.group_paths = bits_by_key(
+            (hid_path_to_group[p].index, 1 << i)
+            for i, p in enumerate(self.paths)
+            if p in hid_path_to_group
+        )
+        self.every_group = sum(1 << g for g in self.group_paths)
+        self.every_group_path = or_all(self.group_paths.values())
         self.trace_cache: dict = {}
         #: new hidden value -> the bit of its hidden group
         self.outvar_group_bit = {
@@ -199,20 +213,6 @@ class _RelationFinder:
             for p in self.paths
             if _compat.is_var(minfo.hidden_path_to_outvar[p]) and p in hid_path_to_group
         }
-
-    def _hidden_reach(self) -> dict:
-        """``reach[var]``: bitmask of new hidden values reachable from ``var`` (any path)."""
-        reach = dict(self.outvar_bit)
-        for eqn in reversed(self.eqns):
-            VISITS.count += 1
-            mask = 0
-            for var in eqn.outvars:
-                mask |= reach.get(var, 0) if _compat.is_var(var) else 0
-            if mask:
-                for atom in eqn.invars:
-                    if _compat.is_var(atom):
-                        reach[atom] = reach.get(atom, 0) | mask
-        return reach
 
     # -- one ETP equation ---------------------------------------------------------------
     def relation_for(self, index: int) -> HiddenParamOpRelation | None:
@@ -411,9 +411,8 @@ class _RelationFinder:
                     if grown & ~old:
                         allowed[out] = old | grown
                         queue.append(out)
-        reached = [
-            p for p in self.paths if allowed.get(self.minfo.hidden_path_to_outvar[p], 0) != 0
-        ]
+        found = or_all(self.outvar_paths.get(v, 0) for v, groups in allowed.items() if groups)
+        reached = [self.paths[i] for i in bits_of(found)]
         return reached, path_eqns, blocking
 
     def _connect(self, index, prim, weight_path, y_var, reached, blocking: dict):
@@ -422,10 +421,11 @@ class _RelationFinder:
         another group's new value belongs to the learning signal, see :meth:`_forward`)."""
         through = 0
         for b, groups in blocking.items():
-            paths = sum(
-                1 << i
-                for i, p in enumerate(self.paths)
-                if p in self.groups and groups >> self.groups[p].index & 1
+            mine = groups & self.every_group  # -1: not through any new hidden value yet
+            paths = (
+                self.every_group_path
+                if mine == self.every_group
+                else or_all(self.group_paths.get(g, 0) for g in bits_of(mine))
             )
             for out in self.eqns[b].outvars:
                 through |= self.reach.get(out, 0) & paths if _compat.is_var(out) else 0
@@ -451,7 +451,7 @@ class _RelationFinder:
                 )
                 continue
             connected.append(path)
-            bit = 1 << self.paths.index(path)
+            bit = 1 << self.path_index[path]
             classes[path] = (
                 PathClassification.MIXED if through & bit else PathClassification.ALL_DIRECT
             )

@@ -133,24 +133,25 @@ def gradient_claims(graph: Any, algorithm: Any = DEFAULT_LEARNER) -> GradientCla
         (path, i) for path, ro in graph.readout_params.items() for i in ro.leaf_indices
     }
     bypass = set(map(tuple, getattr(graph, "bypass_hidden", ()) or ()))
-    rel_drops = [_relation_drops(flow, r, bypass) for r in range(len(flow.relations))]
+    seen: dict = {}  # drops that do not depend on the relation, made once
+    rel_drops = [_relation_drops(flow, r, bypass, seen) for r in range(len(flow.relations))]
     rel_silent = [_silent_states(flow, r, bypass) for r in range(len(flow.relations))]
+    users = _relations_by_leaf(flow)
+    records = _records_by_weight(graph)
+    plain_reach = _memories_by_plain_leaf(flow)
     claims = GradientClaims()
     for path, leaves in minfo.weight_path_to_invars.items():
+        leaf_keys = _leaf_keys(minfo, path)
         for leaf_index, leaf in enumerate(leaves):
-            key = leaf_name(path, _leaf_keys(minfo, path)[leaf_index])
-            uses = [
-                r
-                for r, rel in enumerate(flow.relations)
-                if any((path, leaf_index) in relation_leaves(rel, k) for k in rel.trainable_vars)
-            ]
+            key = leaf_name(path, leaf_keys[leaf_index])
+            uses = users.get((path, leaf_index), [])
             readout = (path, leaf_index) in readout_leaves
             drops = [d for r in uses for d in rel_drops[r]]
-            drops += _plain_drops(flow, flow.leaf_bit[leaf], key)
+            drops += _plain_drops(flow, flow.leaf_bit[leaf], key, plain_reach)
             drops += _shared_drops(flow, uses)
             silent = [rel_silent[r] for r in uses]
             if not uses and not readout:
-                kind, reason = "none", _none_reason(graph, path, drops)
+                kind, reason = "none", _none_reason(records, path, drops)
                 drops = []
             elif all(silent) and not readout:
                 kind, reason = (
@@ -174,6 +175,26 @@ def gradient_claims(graph: Any, algorithm: Any = DEFAULT_LEARNER) -> GradientCla
                 leaf_index=leaf_index,
             )
     return adjust(claims) if adjust is not None else claims
+
+
+def _relations_by_leaf(flow: Flow) -> dict:
+    """``{(path, leaf index): [relation indices]}``: the relations each leaf's gradient is
+    pulled back from (:func:`..dataflow.relation_leaves`), in relation order."""
+    users: dict = {}
+    for r, rel in enumerate(flow.relations):
+        for k in rel.trainable_vars:
+            for leaf in relation_leaves(rel, k):
+                users.setdefault(leaf, {})[r] = None
+    return {leaf: list(rs) for leaf, rs in users.items()}
+
+
+def _memories_by_plain_leaf(flow: Flow) -> dict:
+    """``{leaf bit: [memories]}``: the memories each parameter leaf reaches along plain ops."""
+    found: dict = {}
+    for k, at in enumerate(flow.at_memory):
+        for i in bits_of(at[PLAIN]):
+            found.setdefault(1 << i, []).append(k)
+    return found
 
 
 def _shared_drops(flow: Flow, uses: list) -> list:
@@ -217,34 +238,19 @@ def _leaf_keys(minfo: Any, path: tuple) -> list:
     return [key for key, _ in jax.tree_util.tree_flatten_with_path(state.value)[0]]
 
 
-def _closure(flow: Flow, start: int) -> int:
-    reach = start
-    changed = True
-    while changed:
-        changed = False
-        for k, at in enumerate(flow.at_memory):
-            if reach >> k & 1:
-                continue
-            if (at[OLD_C] | at[OLD_E] | at[OLD_P] | at[NEW]) & reach:
-                reach |= 1 << k
-                changed = True
-    return reach
+def _relation_drops(flow: Flow, r: int, bypass: set, seen: dict) -> list:
+    """``[(reason, equation indices)]`` for relation ``r`` (empty: its traces are exact).
 
-
-def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
-    """``[(reason, equation indices)]`` for relation ``r`` (empty: its traces are exact)."""
+    ``seen`` keeps the drops that depend only on the state and the bits they name (a deep
+    stack's lower layers all drop the same future of each layer above): made once, shared."""
     rel = flow.relations[r]
     mems = flow.memories
     bit = 1 << r
     tracked = flow.bits_of_paths([p for g in rel.hidden_groups for p in g.hidden_paths])
-    direct = sum(
-        1 << k for k, at in enumerate(flow.at_memory) if (at[Y_C] | at[Y_E] | at[Y_P]) & bit
-    )
-    reach = _closure(flow, tracked | direct)
+    reach = flow.closure(tracked | flow.y_reaches[r])
     drops: list = []
-    for k, at in enumerate(flow.at_memory):
-        if not reach >> k & 1:
-            continue
+    for k in bits_of(reach):
+        at = flow.at_memory[k]
         target = mems[k].name
         kbit = 1 << k
         if tracked & kbit:
@@ -269,6 +275,9 @@ def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
                 )
             reads_new = flow.new_closure[k]  # directly or through other new values
             twice = reads_new & tracked & ~kbit if flow.signal & kbit else 0
+            # a state of the group read unperturbed in-step: its signal is the partial one
+            # (compiler/perturbation.py), so the path is counted once, by the trace
+            twice &= ~(flow.unperturbed & flow.group_mask.get(mems[k].hidden_path, kbit))
             if twice:
                 eqns = flow.reading_new(twice, kbit) or flow.reading_new(at[NEW], kbit)
                 drops.append(
@@ -306,19 +315,7 @@ def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
         else:
             past = (at[OLD_C] | at[OLD_E] | at[OLD_P]) & reach
             if past:
-                eqns = flow.reading(past, kbit)
-                what = (
-                    "a state that is not a HiddenState"
-                    if mems[k].hidden_path is None
-                    else ("outside this weight's hidden groups")
-                )
-                drops.append(
-                    (
-                        f"drops the effect on {target}'s future states ({target} reads "
-                        f"{_names(mems, past)} from the previous step; {what})",
-                        eqns,
-                    )
-                )
+                drops.append(_future_drop(flow, k, past, seen))
         if at[Y_E] & bit:
             eqns = _boundary_eqns_y(flow, bit, kbit, flow.rel_eqn[r])
             drops.append(
@@ -341,9 +338,7 @@ def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
     old_out = flow.at_output[OLD_C] | flow.at_output[OLD_E] | flow.at_output[OLD_P]
     untracked_read = old_out & reach & ~tracked
     tracked_unhandled = sum(
-        1 << k
-        for k, m in enumerate(mems)
-        if (old_out & tracked) >> k & 1 and m.hidden_path not in bypass
+        1 << k for k in bits_of(old_out & tracked) if mems[k].hidden_path not in bypass
     )
     for bits, why in (
         (untracked_read, "outside this weight's traced groups"),
@@ -359,6 +354,26 @@ def _relation_drops(flow: Flow, r: int, bypass: set) -> list:
                 )
             )
     return drops
+
+
+def _future_drop(flow: Flow, k: int, past: int, seen: dict) -> tuple:
+    """State ``k``, outside the relation's traced groups, reads the previous values ``past``
+    of states the relation reaches: the effect on its future states is dropped."""
+    key = ("future", k, past)
+    if key not in seen:
+        mems = flow.memories
+        target = mems[k].name
+        what = (
+            "a state that is not a HiddenState"
+            if mems[k].hidden_path is None
+            else ("outside this weight's hidden groups")
+        )
+        seen[key] = (
+            f"drops the effect on {target}'s future states ({target} reads "
+            f"{_names(mems, past)} from the previous step; {what})",
+            flow.reading(past, 1 << k),
+        )
+    return seen[key]
 
 
 def _silent_states(flow: Flow, r: int, bypass: set) -> int:
@@ -379,9 +394,7 @@ def _silent_states(flow: Flow, r: int, bypass: set) -> int:
         return tracked  # D_f = 0 by structure: every trace of the relation stays 0
     old_out = flow.at_output[OLD_C] | flow.at_output[OLD_E] | flow.at_output[OLD_P]
     bypassed = sum(
-        1 << k
-        for k, m in enumerate(flow.memories)
-        if (old_out & tracked) >> k & 1 and m.hidden_path in bypass
+        1 << k for k in bits_of(old_out & tracked) if flow.memories[k].hidden_path in bypass
     )
     return 0 if tracked & (flow.signal | bypassed) else tracked
 
@@ -418,38 +431,55 @@ def _or(bits: list) -> int:
     return out
 
 
-def _plain_drops(flow: Flow, leaf_bit: int, key: str) -> list:
+def _plain_drops(flow: Flow, leaf_bit: int, key: str, reached: dict) -> list:
     drops = []
-    for k, at in enumerate(flow.at_memory):
-        if at[PLAIN] & leaf_bit:
-            eqns = flow.eqns_where(PLAIN, leaf_bit, 1 << k)
-            target = flow.memories[k].name
-            drops.append(
-                (
-                    f"drops {key} → {target} through plain op(s) "
-                    f"({_describe(flow, eqns)}; not an ETP primitive)",
-                    eqns,
-                )
+    for k in reached.get(leaf_bit, ()):
+        eqns = flow.eqns_where(PLAIN, leaf_bit, 1 << k)
+        target = flow.memories[k].name
+        drops.append(
+            (
+                f"drops {key} → {target} through plain op(s) "
+                f"({_describe(flow, eqns)}; not an ETP primitive)",
+                eqns,
             )
+        )
     return drops
 
 
 def _boundary_eqns(flow: Flow, old_bits: int, target: int) -> tuple:
-    from etp_viz.ops import is_etp_enable_gradient_primitive, is_etp_primitive
+    return flow.eqns_where((OLD_C, OLD_E, OLD_P), old_bits, target, keep=_Boundary(flow))
 
-    found = []
-    for index, union in enumerate(flow.eqn_in):
-        prim = flow.eqns[index].primitive
-        if (
-            (union[OLD_C] | union[OLD_E] | union[OLD_P]) & old_bits
-            and flow.reach[index] & target
-            and is_etp_primitive(prim)
-            and not is_etp_enable_gradient_primitive(prim)
-        ):
-            found.append(index)
-            if len(found) >= MAX_NAMED_EQNS:
-                break
-    return tuple(found)
+
+class _EqnTest:
+    """A test of equation ``i`` of one flow; equal for the same flow and test, so
+    :meth:`Flow.eqns_where` remembers its answers across relations."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.eqns = flow.eqns
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _EqnTest) and type(other) is type(self) and other.eqns is self.eqns
+
+    def __hash__(self) -> int:
+        return hash((type(self), id(self.eqns)))
+
+
+class _Boundary(_EqnTest):
+    """An ETP boundary: an ETP primitive that is not gradient-enabled."""
+
+    def __call__(self, i: int) -> bool:
+        from etp_viz.ops import is_etp_enable_gradient_primitive, is_etp_primitive
+
+        prim = self.eqns[i].primitive
+        return is_etp_primitive(prim) and not is_etp_enable_gradient_primitive(prim)
+
+
+class _Coupling(_EqnTest):
+    """An equation that moves or mixes positions."""
+
+    def __call__(self, i: int) -> bool:
+        eqn = self.eqns[i]
+        return not is_position_preserving(eqn, [_compat.is_var(v) for v in eqn.invars], {})
 
 
 def _boundary_eqns_y(flow: Flow, y_bit: int, target: int, own: int) -> tuple:
@@ -464,25 +494,13 @@ def _boundary_eqns_y(flow: Flow, y_bit: int, target: int, own: int) -> tuple:
 
 
 def _coupling_eqns(flow: Flow, old_bits: int, target: int) -> tuple:
-    found = []
-    cache: dict = {}
-    for index, union in enumerate(flow.eqn_in):
-        if not union[OLD_C] & old_bits or not flow.reach[index] & target:
-            continue
-        eqn = flow.eqns[index]
-        if not is_position_preserving(eqn, [_compat.is_var(v) for v in eqn.invars], cache):
-            found.append(index)
-            if len(found) >= MAX_NAMED_EQNS:
-                break
-    return tuple(found)
+    return flow.eqns_where(OLD_C, old_bits, target, keep=_Coupling(flow))
 
 
 def _describe(flow: Flow, eqns: tuple) -> str:
     if not eqns:
         return "the step"
-    names = {}
-    for rel, index in zip(flow.relations, flow.rel_eqn):
-        names[index] = _dot(rel.weight_path)
+    names = flow.rel_name
     parts = []
     for i in eqns:
         prim = flow.eqns[i].primitive.name
@@ -493,19 +511,24 @@ def _describe(flow: Flow, eqns: tuple) -> str:
 
 
 def _names(mems: list, bits: int) -> str:
-    names = [m.name for k, m in enumerate(mems) if bits >> k & 1]
+    names = [mems[k].name for k in bits_of(bits) if k < len(mems)]
     return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
 
 
-def _none_reason(graph: Any, path: tuple, drops: list) -> str:
+def _records_by_weight(graph: Any) -> dict:
+    """``{weight path: message}`` of the first record naming each weight that explains why
+    it is not learned (not an inclusion or a bypass)."""
+    found: dict = {}
     for record in graph.diagnostics:
-        if record.weight_path is not None and tuple(record.weight_path) == tuple(path):
+        if record.weight_path is not None:
             if record.kind.value not in ("relation_included", "output_bypasses_hidden"):
-                return record.message
+                found.setdefault(tuple(record.weight_path), record.message)
+    return found
+
+
+def _none_reason(records: dict, path: tuple, drops: list) -> str:
+    if tuple(path) in records:
+        return records[tuple(path)]
     if drops:
         return "no ETP relation traces it: " + "; ".join(text for text, _ in drops)
     return "it reaches no hidden state through an ETP primitive and no model output"
-
-
-def _dot(path: Any) -> str:
-    return ".".join(map(str, path)) if path is not None else "?"

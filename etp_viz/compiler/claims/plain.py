@@ -172,11 +172,15 @@ def plain_drop(text: str, names: Mapping[int, str] | None = None) -> str:
 def split_terms(text: str, separator: str = "; ") -> list[str]:
     """``text`` split at ``separator`` outside parentheses (a term's note may hold one)."""
     parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth == 0 and text.startswith(separator, i):
-            parts.append(text[start:i])
-            start = i + len(separator)
+    for match in re.finditer(r"[()]|" + re.escape(separator), text):
+        token = match.group()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0:
+            parts.append(text[start : match.start()])
+            start = match.end()
     parts.append(text[start:])
     return [p for p in parts if p.strip()]
 
@@ -326,9 +330,8 @@ def _dropped_terms(
     leaf_claims: Sequence[tuple[str, str, str]], names: Mapping[int, str]
 ) -> list[str]:
     terms: dict[str, None] = {}
-    for _, kind, reason in leaf_claims:
-        if kind != "approximate":
-            continue
+    reasons = dict.fromkeys(reason for _, kind, reason in leaf_claims if kind == "approximate")
+    for reason in reasons:  # a weight's leaves often share one reason: read it once
         found = {**names_from_text([reason]), **names}
         for part in split_terms(reason):
             terms[plain_drop(part, found)] = None
