@@ -160,8 +160,9 @@ def learner_bytes(learner: Any) -> dict[str, int]:
     >>> _ = brainstate.nn.init_all_states(net)
     >>> alg = etp_viz.RTRL(net)
     >>> alg.compile_graph(jnp.zeros(2))
-    >>> learner_bytes(alg)  # influence: 3 hidden x 36 parameters, float32
-    {'influence': 432}
+    >>> size = learner_bytes(alg)["influence"]  # 3 hidden values x 54 parameters
+    >>> size == 3 * 54 * alg.influence.value.dtype.itemsize
+    True
     """
     return {
         name: sum(int(leaf.size) * leaf.dtype.itemsize for leaf in _leaves(state.value))
