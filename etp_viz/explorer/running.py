@@ -14,9 +14,9 @@ __all__ = ["RunningExplorer"]
 
 class RunningExplorer(Explorer):
     """Base of :class:`~etp_viz.explorer.live_explorer.LiveExplorer` and
-    :class:`~etp_viz.explorer.compare.CompareExplorer`: ``runner`` runs, the subclass says
-    what a status, a panel and a lesson are (``_update_status``, ``_panel_specs``,
-    ``lesson``, ``_request_set``)."""
+    :class:`~etp_viz.explorer.compare.CompareExplorer`: ``runner`` runs; each subclass defines
+    what a status, a panel, a setting and a lesson are (``_update_status``, ``_panel_specs``,
+    ``_request_set``, ``lesson``), which :meth:`_attach_runner` wires to the page."""
 
     live_status = traitlets.Dict().tag(sync=True)
 
@@ -69,18 +69,6 @@ class RunningExplorer(Explorer):
 
     def wait(self, timeout: float | None = None) -> None:
         self.runner.wait(timeout)
-
-    def lesson(self) -> Any:  # pragma: no cover - each explorer says what its lesson is
-        raise NotImplementedError
-
-    def _panel_specs(self) -> list[dict[str, Any]]:  # pragma: no cover - per explorer
-        raise NotImplementedError
-
-    def _request_set(self, params: dict) -> dict[str, Any]:  # pragma: no cover - per explorer
-        raise NotImplementedError
-
-    def _update_status(self, running: bool | None = None) -> None:  # pragma: no cover
-        raise NotImplementedError
 
     def _call(self, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:

@@ -358,7 +358,7 @@ def name_of(algorithm: Any) -> str | None:
     family = getattr(algorithm, "claim_family", None)
     if family == "snap":
         order = getattr(algorithm, "n", None)
-        return f"snap{order}" if isinstance(order, int) else "snap1"
+        return f"snap{order}" if isinstance(order, int) else None  # the class: no order yet
     return family if isinstance(family, str) and family in LEARNERS else None
 
 

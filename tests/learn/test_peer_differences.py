@@ -46,11 +46,12 @@ def _loss(ys):
 class ProcessedLeaky(brainstate.nn.Module):
     """``v = a * v + x @ process(W)`` with a fixed leak ``a``: element-wise recurrence, so D-RTRL
     is exact (equals BPTT). ``kind``: ``mask`` (dense ``W * mask``), ``grouped_mask``
-    (``grouped_matmul`` of ``W * mask``) or ``scale`` (dense ``2 * W``)."""
+    (``grouped_matmul`` of ``W * mask``) or ``scale`` (dense ``2 * W``). ``ops``: the library
+    whose ``matmul`` / ``grouped_matmul`` it binds (etp_viz, or braintrace for the peer test)."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, ops=etp_viz):
         super().__init__()
-        self.kind = kind
+        self.kind, self.ops = kind, ops
         shape = (2, 3, 4) if kind == "grouped_mask" else (3, 8)
         self.shape = (2, 4) if kind == "grouped_mask" else (8,)
         self.W = brainstate.ParamState(brainstate.random.normal(size=shape) / 2)
@@ -62,11 +63,11 @@ class ProcessedLeaky(brainstate.nn.Module):
     def update(self, x):
         w = self.W.value
         if self.kind == "grouped_mask":
-            y = etp_viz.grouped_matmul(x, w * GROUPED_MASK)
+            y = self.ops.grouped_matmul(x, w * GROUPED_MASK)
         elif self.kind == "mask":
-            y = etp_viz.matmul(x, w * DENSE_MASK)
+            y = self.ops.matmul(x, w * DENSE_MASK)
         else:
-            y = etp_viz.matmul(x, 2.0 * w)
+            y = self.ops.matmul(x, 2.0 * w)
         self.v.value = self.a * self.v.value + y
         return jnp.tanh(self.v.value)
 

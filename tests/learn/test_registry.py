@@ -144,6 +144,8 @@ def test_one_resolver_takes_a_name_class_factory_or_instance():
         assert isinstance(learner, OnlineLearner) and learner.model is model
         assert name_of(learner) == name, (form, name_of(learner))
     assert resolve(model, built) is built
+    assert name_of(etp_viz.SnAp) is None  # a class has no order until it is built
+    assert name_of(etp_viz.SnAp(model, n=3)) == "snap3"
     assert resolve(model, "es_d_rtrl", decay=0.3).alpha_f == pytest.approx(0.3)
 
 

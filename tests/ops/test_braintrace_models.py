@@ -24,7 +24,6 @@ braintrace = pytest.importorskip(
 import brainstate  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 import etp_viz  # noqa: E402
 from etp_viz import ops  # noqa: E402
@@ -32,6 +31,11 @@ from etp_viz.ops.braintrace_adapter import (  # noqa: E402
     braintrace_primitives,
     register_braintrace_primitives,
     unregister_braintrace_primitives,
+)
+from tests.learn.test_peer_differences import (  # noqa: E402
+    DENSE_MASK,
+    GROUPED_MASK,
+    ProcessedLeaky,
 )
 from tests.oracles import bptt_gradients, relative_error  # noqa: E402
 
@@ -276,41 +280,16 @@ def test_show_a_braintrace_model(f64):
 # -- where braintrace 0.2.8 differs from the referee (docs/semantics.md, "Where we differ from
 # braintrace"; the etp_viz side of each is in tests/learn/test_peer_differences.py) -----------
 
-DENSE_MASK = (np.arange(24).reshape(3, 8) % 3 != 0).astype(np.float64)
-GROUPED_MASK = (np.arange(24).reshape(2, 3, 4) % 3 != 0).astype(np.float64)
 
-
-class ProcessedLeaky(brainstate.nn.Module):
-    """``v = a * v + x @ process(W)`` with a fixed leak (D-RTRL exact), written with braintrace
-    ops; ``process`` runs before the primitive: ``W * mask`` (``mask``), a masked block weight
-    through ``braintrace.grouped_matmul`` (``grouped_mask``), ``2 * W`` (``scale``)."""
-
-    def __init__(self, kind):
-        super().__init__()
-        self.kind = kind
-        shape = (2, 3, 4) if kind == "grouped_mask" else (3, 8)
-        self.shape = (2, 4) if kind == "grouped_mask" else (8,)
-        self.W = brainstate.ParamState(brainstate.random.normal(size=shape) / 2)
-        self.a = jax.nn.sigmoid(jnp.linspace(-1.0, 1.0, shape[-1]))
-
-    def init_state(self, batch_size=None, **kwargs):
-        self.v = brainstate.HiddenState(jnp.zeros((batch_size, *self.shape)))
-
-    def update(self, x):
-        w = self.W.value
-        if self.kind == "grouped_mask":
-            y = braintrace.grouped_matmul(x, w * GROUPED_MASK)
-        elif self.kind == "mask":
-            y = braintrace.matmul(x, w * DENSE_MASK)
-        else:
-            y = braintrace.matmul(x, 2.0 * w)
-        self.v.value = self.a * self.v.value + y
-        return jnp.tanh(self.v.value)
+def _processed_leaky(kind):
+    """The model of ``tests/learn/test_peer_differences.py`` written with braintrace's ops
+    (``W * mask``, a masked ``grouped_matmul`` block weight, ``2 * W`` before the primitive)."""
+    return ProcessedLeaky(kind, ops=braintrace)
 
 
 def _make_processed(kind):
     brainstate.random.seed(0)
-    model = ProcessedLeaky(kind)
+    model = _processed_leaky(kind)
     brainstate.nn.init_all_states(model, batch_size=BATCH)
     return model
 
