@@ -9,15 +9,16 @@ One command, one JSON (device, versions, date) under ``bench/results/``::
 (a) **Dense cells** ``cell(32, n) -> Linear(n, 8)`` (tanh RNN, GRU, LSTM): per-step gradient +
 SGD (the ``online`` harness of ``vs_braintrace_models.py``) for D-RTRL and ES-D-RTRL(0.9), and
 BPTT (``grad`` through the T-step loop, then SGD), T = 100, min over 5 calls, divided by T.
-**Trace floor** = bytes of the learner's traces read + written once per step / the measured
-bandwidth (a jitted, buffer-donating ``0.5 a + b`` axpy: 3 words moved per element).
+**Floor** (every row) = the bytes one step must move, read from the compiled loop body: its
+loop-carried buffers (traces, weights) read + written, a buffer overwritten without being read
+(a trace whose group has no decay, e.g. a tanh RNN's under D-RTRL) counted once; over the
+measured bandwidth (ten donated ``0.5 a + b`` axpys in one program: 3 words per element). A
+time below its floor fails the run (the number misses work).
 
 (b) **Sparse LIF** ``etp_viz.nn.SparseLIF(32, n, fan_in=100) -> Linear(n, 8)``, batch 8, sum of
 squares loss against targets, SGD: ms/step, neuron-steps/s, compile s (trace + lower +
 compile), peak memory (``device.memory_stats()`` where the backend has it, else XLA's
-compiled memory analysis), firing rate. Floor = the weights read once (forward) and read +
-written once (SGD), 12 bytes per synapse, over the bandwidth; the event-driven forward reads
-only the spiking neurons' rows, so its floor is ``(8 + 4 * rate)`` bytes per synapse. With
+compiled memory analysis), firing rate, floor as in (a). With
 ``import braintrace`` working (the py3.12 venv), braintrace 0.2.8 runs the same model (its
 ``sparse_matmul`` on a ``brainevent.CSR`` of the same pattern and weights) in this process,
 and ``etp_viz-csr`` rows run a user-written copy (``sparse_kernels.CSRLIFNet``:
@@ -91,17 +92,25 @@ def best_of(fn, args, calls: int) -> tuple[float, float]:
     return first, best
 
 
+AXPYS = 10  # per timed program: the dispatch of one call is not counted as memory time
+
+
 def bandwidth_bytes_per_s(words: int) -> float:
-    """Bytes moved per second by a donating axpy ``0.5 a + b`` (read a, read b, write)."""
+    """Bytes moved per second by donating axpys ``a <- 0.5 a + b`` (read a, read b, write a),
+    :data:`AXPYS` of them in one program."""
     a, b = jnp.ones((words,), jnp.float32), jnp.ones((words,), jnp.float32)
-    axpy = jax.jit(lambda a, b: 0.5 * a + b, donate_argnums=0)
-    a = axpy(a, b).block_until_ready()
+
+    def axpys(a, b):
+        return jax.lax.fori_loop(0, AXPYS, lambda _, a: 0.5 * a + b, a)
+
+    run = jax.jit(axpys, donate_argnums=0)
+    a = run(a, b).block_until_ready()
     best = float("inf")
-    for _ in range(9):
+    for _ in range(7):
         start = time.perf_counter()
-        a = axpy(a, b).block_until_ready()
+        a = run(a, b).block_until_ready()
         best = min(best, time.perf_counter() - start)
-    return 3 * 4 * words / best
+    return AXPYS * 3 * 4 * words / best
 
 
 def peak_memory() -> dict:
@@ -109,20 +118,30 @@ def peak_memory() -> dict:
     return {"peak_bytes_in_use": stats.get("peak_bytes_in_use")}
 
 
-def compiled_memory_mib(fn, *args) -> float | None:
+def compiled_memory_mib(compiled) -> float | None:
     try:
-        stats = fn.lower(*args).compile().memory_analysis()
+        stats = compiled.memory_analysis()
         used = stats.argument_size_in_bytes + stats.output_size_in_bytes
         return (used + stats.temp_size_in_bytes - stats.alias_size_in_bytes) / 2**20
     except Exception:  # noqa: BLE001 - not every backend / version reports it
         return None
 
 
-def compile_seconds(fn, *args) -> tuple[float, float | None]:
-    """``(s to trace + lower + compile fn, its compiled memory MiB)``."""
+#: ``--hlo-dir``: where each row's optimized HLO text is written (None: nowhere)
+HLO_DIR: list = [None]
+
+
+def compile_seconds(fn, *args, name: str = "step") -> tuple[float, float | None, dict]:
+    """``(s to trace + lower + compile fn, its compiled memory MiB, its loop body's kernels)``
+    from one compilation."""
     start = time.perf_counter()
-    memory = compiled_memory_mib(fn, *args)
-    return time.perf_counter() - start, memory
+    compiled = fn.lower(*args).compile()
+    seconds = time.perf_counter() - start
+    if HLO_DIR[0] is not None:
+        HLO_DIR[0].mkdir(parents=True, exist_ok=True)
+        (HLO_DIR[0] / f"{name}.hlo.txt").write_text(compiled.as_text())
+    kernels = sparse_kernels.count_kernels(compiled.as_text())
+    return seconds, compiled_memory_mib(compiled), kernels
 
 
 def trace_bytes(alg, model) -> int:
@@ -190,22 +209,51 @@ def make_learner(lib, model, algorithm: str, x0, **options):
     return alg
 
 
-def dense_row(cell: str, batch: int, n: int, length: int, algorithm: str, bw: float, **opt):
+def dense_row(cell: str, batch: int, n: int, length: int, algorithm: str, bw: float,
+              lib_name: str = "etp_viz", **opt):  # fmt: skip
+    """One dense row of ``lib_name`` (``"etp_viz"`` or ``"braintrace"``, same model, weights
+    and data), with the fusions / custom calls of its compiled loop body."""
+    lib = etp_viz
+    if lib_name == "braintrace":
+        import braintrace as lib
     brainstate.random.seed(0)
-    model = models.Net(etp_viz, cell, n)
+    model = models.Net(lib, cell, n)
     brainstate.nn.init_all_states(model, batch_size=batch)
     xs = jax.random.normal(jax.random.PRNGKey(0), (length, batch, models.NUM_IN))
     targets = jax.random.normal(jax.random.PRNGKey(1), (length, batch, models.NUM_OUT))
-    row = {"cell": cell, "batch": batch, "n": n, "T": length, "algorithm": algorithm, **opt}
-    alg = None if algorithm == "bptt" else make_learner(etp_viz, model, algorithm, xs[0], **opt)
-    fn = sgd_harness(etp_viz, model, _squared_error, alg)
-    row["compile_s"], row["memory_mib_compiled"] = compile_seconds(fn, xs, targets)
+    row = {"lib": lib_name, "cell": cell, "batch": batch, "n": n, "T": length}
+    row |= {"algorithm": algorithm, **opt}
+    alg = None if algorithm == "bptt" else make_learner(lib, model, algorithm, xs[0], **opt)
+    fn = sgd_harness(lib, model, _squared_error, alg)
+    name = f"{lib_name}-{cell}-b{batch}-n{n}-{algorithm}"
+    compiled = compile_seconds(fn, xs, targets, name=name)
+    row["compile_s"], row["memory_mib_compiled"], row["kernels"] = compiled
     _, best = best_of(fn, (xs, targets), 5)
     row["ms_per_step"] = 1e3 * best / length
-    if alg is not None:
-        moved = 2 * trace_bytes(alg, model)
-        row |= {"trace_bytes": moved // 2, "floor_ms": 1e3 * moved / bw}
-        row["x_floor"] = row["ms_per_step"] / row["floor_ms"] if moved else None
+    if alg is None:  # BPTT's loops carry the whole sequence: no per-step floor
+        return row
+    row["trace_bytes"] = trace_bytes(alg, model)
+    return with_floor(row, bw)
+
+
+#: a step moving at least this much cannot run from a cache (H100/H200 L2: 50-60 MB)
+UNCACHED_BYTES = 256 * 2**20
+
+
+def with_floor(row: dict, bw: float, fallback_bytes: float | None = None) -> dict:
+    """``floor_ms``: the bytes one step of the compiled loop must move (its loop-carried
+    buffers read + written, from the HLO: traces, weights, optimizer state; a trace written
+    without being read counts once) over the measured bandwidth; ``below_floor`` marks a time
+    under it when no cache can hold what it moves (>= :data:`UNCACHED_BYTES`): a bug in the
+    number, and the run fails."""
+    k = row.get("kernels") or {}
+    moved = (k.get("carried_bytes_read") or 0) + (k.get("carried_bytes_written") or 0)
+    moved = moved or fallback_bytes
+    if not moved:
+        return row
+    row |= {"floor_bytes": int(moved), "floor_ms": 1e3 * moved / bw}
+    row["x_floor"] = row["ms_per_step"] / row["floor_ms"]
+    row["below_floor"] = bool(row["x_floor"] < 1.0 and moved >= UNCACHED_BYTES)
     return row
 
 
@@ -272,6 +320,20 @@ class BraintraceSparseNet(brainstate.nn.Module):
 
 
 def sparse_row(lib_name: str, n: int, length: int, algorithm: str, event_driven: bool, bw: float):
+    """One sparse row; ``lib_name`` ``"etp_viz[loop]"`` / ``"etp_viz[gather]"`` pins
+    ``FixedFanIn``'s fan-in strategy (``etp_viz.ops.patterns.FAN_IN_STRATEGY``) for the row."""
+    strategy = lib_name[len("etp_viz[") : -1] if lib_name.startswith("etp_viz[") else None
+    previous = etp_viz.ops.patterns.FAN_IN_STRATEGY
+    etp_viz.ops.patterns.FAN_IN_STRATEGY = strategy or previous
+    try:
+        row = _sparse_row(lib_name, n, length, algorithm, event_driven, bw)
+    finally:
+        etp_viz.ops.patterns.FAN_IN_STRATEGY = previous
+    row["fan_in_strategy"] = strategy or etp_viz.ops.patterns.fan_in_strategy()
+    return row
+
+
+def _sparse_row(lib_name: str, n: int, length: int, algorithm: str, event_driven: bool, bw: float):
     brainstate.random.seed(0)
     net = SparseNet(n, event_driven)
     model = net
@@ -293,21 +355,19 @@ def sparse_row(lib_name: str, n: int, length: int, algorithm: str, event_driven:
     row |= {"algorithm": algorithm, "event_driven": event_driven}
     alg = make_learner(lib, model, algorithm, xs[0])
     fn = sgd_harness(lib, model, _squared_error, alg)
-    row["compile_s"], row["memory_mib_compiled"] = compile_seconds(fn, xs, targets)
-    row["kernels"] = sparse_kernels.compiled_kernels(fn, xs, targets)
+    name = f"{lib_name}-n{n}-{algorithm}{'-events' if event_driven else ''}"
+    compiled = compile_seconds(fn, xs, targets, name=name)
+    row["compile_s"], row["memory_mib_compiled"], row["kernels"] = compiled
     _, best = best_of(fn, (xs, targets), 3 if n >= 100_000 else 5)
     step_s = best / length
     nnz = n * FAN_IN
-    floor_bytes = (8 + 4 * rate) * nnz if event_driven else 12 * nnz
     row |= {
         "ms_per_step": 1e3 * step_s,
         "neuron_steps_per_s": SPARSE_BATCH * n / step_s,
         "firing_rate": rate,
-        "floor_ms": 1e3 * floor_bytes / bw,
         **peak_memory(),
     }
-    row["x_floor"] = row["ms_per_step"] / row["floor_ms"]
-    return row
+    return with_floor(row, bw, fallback_bytes=12 * nnz)
 
 
 def firing_rate(net: SparseNet, xs) -> float:
@@ -318,6 +378,11 @@ def firing_rate(net: SparseNet, xs) -> float:
     return rate
 
 
+#: called with nothing after every row (``run`` sets it to write the result so far, so a run
+#: stopped by a time limit still leaves its finished rows on disk)
+CHECKPOINT = [lambda: None]
+
+
 def guarded(rows: list, fn, *args, **kwargs) -> None:
     """Append ``fn(*args)``'s row, or an error row (the sweep goes on)."""
     try:
@@ -326,6 +391,7 @@ def guarded(rows: list, fn, *args, **kwargs) -> None:
     except Exception as err:  # noqa: BLE001 - recorded
         rows.append({"args": [str(a) for a in args], **kwargs, "error": _error(err)})
         print(rows[-1], flush=True)
+    CHECKPOINT[0]()
 
 
 def _error(err: Exception) -> str:
@@ -403,16 +469,34 @@ def run(args) -> dict:
         "bandwidth_GB_s": bw / 1e9,
         "note": "" if on_gpu else "No GPU was available: CPU sizes only; GPU rows not measured.",
     }
-    dense = []
+    if args.sizes:
+        config["sparse"] = [int(n) for n in args.sizes.split(",")]
+    out = output_path(args, result)
+    dense: list = []
+    sparse: list = []
+    result |= {"dense": dense, "sparse": sparse}
+
+    def checkpoint() -> None:
+        out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+    CHECKPOINT[0] = checkpoint
     if not (args.skip_dense or args.sparse_only):
+        libs = ("etp_viz", "braintrace") if braintrace_available() else ("etp_viz",)
+        if args.cells:
+            config["dense"] = [tuple(int(v) if v.isdigit() else v for v in c.split(":")[:3])
+                               for c in args.cells.split(",")]  # fmt: skip
         for cell, batch, n in config["dense"]:
             for algorithm in ("d_rtrl", "es_d_rtrl", "bptt"):
-                guarded(dense, dense_row, cell, batch, n, config["T"], algorithm, bw)
-    sparse = []
+                for lib_name in libs if algorithm != "bptt" else ("etp_viz",):
+                    guarded(dense, dense_row, cell, batch, n, config["T"], algorithm, bw,
+                            lib_name=lib_name)  # fmt: skip
     with_bt = braintrace_available()
     result["braintrace_in_process"] = with_bt
-    for n in config["sparse"]:
+    for n in [] if args.dense_only else config["sparse"]:
         jobs = [("etp_viz", "es_d_rtrl", False), ("etp_viz", "es_d_rtrl", True)]
+        if n <= 10_000:  # the other fan-in strategy, for the record
+            other = "loop" if etp_viz.ops.patterns.fan_in_strategy() == "gather" else "gather"
+            jobs += [(f"etp_viz[{other}]", "es_d_rtrl", False)]
         if n * FAN_IN * SPARSE_BATCH * 4 <= (4 * 2**30 if on_gpu else 2**28):
             jobs += [("etp_viz", "d_rtrl", False), ("etp_viz", "d_rtrl", True)]
         if with_bt:
@@ -420,15 +504,28 @@ def run(args) -> dict:
         jobs += [("etp_viz-csr", "es_d_rtrl", False)]
         if n * FAN_IN * SPARSE_BATCH * 4 <= (4 * 2**30 if on_gpu else 2**28):
             jobs += [("etp_viz-csr", "d_rtrl", False)]
+        if args.jobs:
+            jobs = [(lib, alg, event == "1") for lib, alg, event in
+                    (job.split(":") for job in args.jobs.split(","))]  # fmt: skip
         for lib_name, algorithm, event in jobs:
             guarded(sparse, sparse_row, lib_name, n, config["sparse_T"], algorithm, event, bw)
-    result |= {"dense": dense, "sparse": sparse}
-    if not args.skip_compile:
+    if not (args.skip_compile or args.dense_only):
         sweep = config["sparse"] if on_gpu else [1_000, 10_000, 100_000]
         result["csr_compile"] = sparse_kernels.csr_compile_rows(sweep, FAN_IN, 8, SPARSE_IN)
+        checkpoint()
     if not args.sparse_only:
         result |= bf16_and_plan(config, bw)
+    checkpoint()
     return result
+
+
+def output_path(args, result: dict) -> Path:
+    """``--out``, or ``bench/results/<date>-<cpu|gpu>[-sparse|-dense].json``."""
+    if args.out:
+        return Path(args.out)
+    kind = "gpu" if result["device"]["platform"] == "gpu" else "cpu"
+    suffix = "-sparse" if args.sparse_only else "-dense" if args.dense_only else ""
+    return HERE / "results" / f"{result['date'][:10]}-{kind}{suffix}.json"
 
 
 def table(result: dict) -> str:
@@ -438,8 +535,9 @@ def table(result: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
         + f" · axpy bandwidth {result['bandwidth_GB_s']:.1f} GB/s",
         "",
-        "| cell | batch | n | algorithm | ms/step | compile s | trace floor ms | × floor |",
-        "|---|---|---|---|---|---|---|---|",
+        "| lib | cell | batch | n | algorithm | ms/step | compile s | floor ms | × floor "
+        "| fusions / custom calls / whiles |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["dense"]:
         if "error" in r:
@@ -447,10 +545,10 @@ def table(result: dict) -> str:
             continue
         floor = r.get("floor_ms")
         lines.append(
-            f"| {r['cell']} | {r['batch']} | {r['n']} | {r['algorithm']} | "
-            f"{r['ms_per_step']:.3g} | {r['compile_s']:.2f} | "
-            f"{_num(floor, '.3g')} | "
-            f"{_num(r.get('x_floor'), '.1f')} |"
+            f"| {r.get('lib', 'etp_viz')} | {r['cell']} | {r['batch']} | {r['n']} | "
+            f"{r['algorithm']} | {r['ms_per_step']:.3g} | {r['compile_s']:.2f} | "
+            f"{_num(floor, '.3g')} | {_num(r.get('x_floor'), '.1f')} | "
+            f"{_kernels(r.get('kernels'))} |"
         )
     lines += [
         "",
@@ -471,6 +569,9 @@ def table(result: dict) -> str:
             f"{_num(mem, '.0f')} | {_kernels(r.get('kernels'))} |"
         )
     for r in result.get("csr_compile", []):
+        if "skipped" in r:
+            lines.append(f"CSR n={r['n']} indices {r['indices']}: skipped ({r['skipped']})")
+            continue
         lines.append(f"CSR n={r['n']} indices {r['indices']}: HLO {r['hlo_chars']} chars, "
                      f"lower + compile {r['lower_compile_s']:.2f} s")  # fmt: skip
     return "\n".join(lines)
@@ -492,28 +593,42 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smallest sizes")
     parser.add_argument("--skip-dense", action="store_true")
     parser.add_argument("--sparse-only", action="store_true", help="no dense, bf16, planner")
+    parser.add_argument("--dense-only", action="store_true", help="dense cells, bf16, planner")
+    parser.add_argument("--sizes", default=None, help="sparse sizes, e.g. 10000,1000000")
+    parser.add_argument(
+        "--jobs",
+        default=None,
+        help="sparse rows lib:algorithm:event, e.g. "
+        "etp_viz[loop]:es_d_rtrl:1,braintrace:d_rtrl:0 (default: all)",
+    )
+    parser.add_argument(
+        "--cells",
+        default=None,
+        help="dense configs cell:batch:n[:lib], e.g. rnn:128:1024 (default: all, both libraries)",
+    )
     parser.add_argument("--skip-compile", action="store_true", help="no CSR compile sweep")
+    parser.add_argument("--hlo-dir", default=None, help="write each row's optimized HLO here")
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/...)")
     parser.add_argument("--table", default=None, help="print the tables of a result JSON")
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(Path(args.table).read_text())))
         return
+    HLO_DIR[0] = Path(args.hlo_dir) if args.hlo_dir else None
     try:
         result = run(args)
     except Exception:  # noqa: BLE001
         traceback.print_exc()
         raise
-    kind = "gpu" if result["device"]["platform"] == "gpu" else "cpu"
-    day = result["date"][:10]
-    suffix = "-sparse" if args.sparse_only else ""
-    out = Path(args.out) if args.out else HERE / "results" / f"{day}-{kind}{suffix}.json"
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    out = output_path(args, result)
     print(table(result))
     print(f"wrote {out}")
     silent = [r for r in result["sparse"] if "fires at" in r.get("error", "")]
     if silent:  # a row off the firing-rate range is an error of the run, not a number
         raise SystemExit(f"{len(silent)} sparse row(s) outside the firing-rate range: {silent}")
+    below = [r for r in result["dense"] + result["sparse"] if r.get("below_floor")]
+    if below:  # faster than the bytes it must move: the timing misses work
+        raise SystemExit(f"{len(below)} row(s) below their bandwidth floor: {below}")
 
 
 if __name__ == "__main__":

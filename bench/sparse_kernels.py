@@ -60,8 +60,11 @@ def count_kernels(text: str) -> dict:
     whiles = [line for line in lines if re.search(r"\bwhile\(", line)]
     trips = [_trip_count(line) for line in whiles]
     everywhere = [line for c in comps.values() for line in c if re.search(r"\bwhile\(", line)]
+    read, written = carried_bytes(lines) if body != entry else (None, None)
     return {
         "computation": body,
+        "carried_bytes_read": read,
+        "carried_bytes_written": written,
         "fusions": sum(bool(re.search(r"\bfusion\(", line)) for line in lines),
         "custom_calls": sum("custom-call(" in line for line in lines),
         "whiles": len(whiles),
@@ -69,6 +72,59 @@ def count_kernels(text: str) -> dict:
         "instructions": len(lines),
         "module_while_trip_counts": [_trip_count(line) for line in everywhere],
     }
+
+
+_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4,
+             "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8}  # fmt: skip
+_ARRAY = re.compile(r"^(?:/\*index=\d+\*/)?(\w+)\[([\d,]*)\]")
+_GTE = re.compile(r"^\s*%?([\w.\-]+) = .*get-tuple-element\(%?([\w.\-]+)\), index=(\d+)")
+
+
+def _top_level(items: str) -> list[str]:
+    """The comma-separated items of ``items`` at bracket depth 0."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(items):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            out.append(items[start:i].strip())
+            start = i + 1
+    return [*out, items[start:].strip()]
+
+
+def _array_bytes(shape: str) -> int:
+    found = _ARRAY.match(shape)
+    if not found or found.group(1) not in _ITEMSIZE:
+        return 0
+    dims = [int(d) for d in found.group(2).split(",") if d]
+    return _ITEMSIZE[found.group(1)] * int(np.prod(dims, dtype=np.int64))
+
+
+def carried_bytes(lines: list[str]) -> tuple[int | None, int | None]:
+    """``(bytes read, bytes written)`` per iteration of a while body's loop-carried buffers:
+    an element is read when its ``get-tuple-element`` feeds an instruction other than the
+    ``ROOT`` tuple, written when the ``ROOT`` tuple does not pass the same element through.
+    (A trace that the step overwrites without reading counts once, not twice.)"""
+    param = next((ln for ln in lines if re.search(r"\bparameter\(0\)", ln)), None)
+    root = next((ln for ln in lines if ln.lstrip().startswith("ROOT")), None)
+    if param is None or root is None or " tuple(" not in root:
+        return None, None
+    name = param.split("=")[0].strip().lstrip("%")
+    types = param.split("=", 1)[1].strip()
+    sizes = [_array_bytes(t) for t in _top_level(types[1 : types.rindex(")")])]
+    gtes = {}
+    for line in lines:
+        found = _GTE.match(line)
+        if found and found.group(2) == name:
+            gtes[found.group(1)] = int(found.group(3))
+    operands = [
+        o.lstrip("%") for o in _top_level(root[root.rindex(" tuple(") + 7 : root.rindex(")")])
+    ]
+    used = {g for g in gtes for ln in lines if not ln.lstrip().startswith("ROOT")
+            and re.search(rf"%{re.escape(g)}\b(?!\s*=)", ln.split("=", 1)[-1])}  # fmt: skip
+    read = sum(sizes[i] for g, i in gtes.items() if g in used and i < len(sizes))
+    written = sum(size for i, (size, op) in enumerate(zip(sizes, operands)) if gtes.get(op) != i)
+    return int(read), int(written)
 
 
 def _trip_count(line: str) -> int | None:
@@ -145,12 +201,22 @@ class CSRLIFNet(brainstate.nn.Module):
         return self.out(self.spike(self.V.value))
 
 
+#: the constant-indices compile row is measured up to this size (above it the lowered text holds
+#: gigabytes of index constants: 320 MB of text at 100k, fan-in 100)
+MAX_CONSTANT_N = 100_000
+
+
 def csr_compile_rows(sizes: list[int], fan_in: int, batch: int, n_in: int) -> list[dict]:
     """Per ``n`` and indices as constants (static pattern) or operands (a State): the lowered
     StableHLO size and the seconds to lower + compile one D-RTRL gradient step."""
     rows = []
     for n in sizes:
         for where in ("constant", "operand"):
+            if where == "constant" and n > MAX_CONSTANT_N:
+                size = f"~{32 * n * fan_in / 1e9:.1f} GB"
+                skipped = f"the lowered text would hold {size} of index constants"
+                rows.append({"n": n, "fan_in": fan_in, "indices": where, "skipped": skipped})
+                continue
             rows.append(_csr_compile_row(n, fan_in, batch, n_in, where))
             print(rows[-1], flush=True)
     return rows

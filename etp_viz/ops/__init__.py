@@ -1,5 +1,6 @@
 """etp_viz.ops: ETP primitives (registry, built-in families and their rules, user ops)."""
 
+from ._common import UnitMismatchError as UnitMismatchError
 from ._registry import BATCHED_COUNTERPARTS as BATCHED_COUNTERPARTS
 from ._registry import BATCHED_PRIMITIVES as BATCHED_PRIMITIVES
 from ._registry import ETP_AUX_INVARS_FNS as ETP_AUX_INVARS_FNS
@@ -32,7 +33,6 @@ from ._registry import is_etp_enable_gradient_primitive as is_etp_enable_gradien
 from ._registry import is_etp_primitive as is_etp_primitive
 from ._registry import register_primitive as register_primitive
 from ._registry import register_primitive_spec as register_primitive_spec
-from ._units import UnitMismatchError as UnitMismatchError
 from .contraction import einsum as einsum
 from .contraction import etp_einsum_p as etp_einsum_p
 from .conv import conv as conv

@@ -35,9 +35,16 @@ import jax
 import jax.numpy as jnp
 
 from .._compat import batching
-from ._common import init_pp_output_shaped, reject_states, shape_dtype, vjp_weights, zeros_trace
+from ._common import (
+    attach_unit,
+    init_pp_output_shaped,
+    reject_states,
+    shape_dtype,
+    split_unit,
+    vjp_weights,
+    zeros_trace,
+)
 from ._registry import ETPPrimitiveSpec, fallback_batching, register_primitive_spec, sum_to_shape
-from ._units import attach_unit, split_unit
 
 __all__ = ["etp_einsum_p", "einsum", "parse_spec"]
 

@@ -27,15 +27,17 @@ from jax import lax
 
 from .._compat import batching
 from ._common import (
+    attach_unit,
+    bias_mantissa,
     contract_trace,
     init_pp_output_shaped,
     reject_states,
     shape_dtype,
+    split_unit,
     vjp_weights,
     zeros_trace,
 )
 from ._registry import ETPPrimitiveSpec, fallback_batching, register_primitive_spec
-from ._units import attach_unit, bias_mantissa, split_unit
 
 __all__ = ["etp_conv_p", "conv"]
 

@@ -25,14 +25,16 @@ from typing import Any
 import jax.numpy as jnp
 
 from ._common import (
+    attach_unit,
+    bias_mantissa,
     contract_trace,
     per_sample_weight_trace,
     register_batched_pair,
     reject_states,
+    split_unit,
     vjp_weights,
 )
 from ._registry import sum_to_shape
-from ._units import attach_unit, bias_mantissa, split_unit
 
 __all__ = ["etp_mm_p", "etp_mv_p", "matmul"]
 

@@ -22,9 +22,15 @@ from typing import Any
 import jax.numpy as jnp
 
 from .._compat import batching
-from ._common import init_pp_output_shaped, reject_states, shape_dtype, zeros_trace
+from ._common import (
+    attach_unit,
+    init_pp_output_shaped,
+    reject_states,
+    shape_dtype,
+    split_unit,
+    zeros_trace,
+)
 from ._registry import ETPPrimitiveSpec, register_primitive_spec
-from ._units import attach_unit, split_unit
 
 __all__ = ["etp_elemwise_p", "element_wise"]
 

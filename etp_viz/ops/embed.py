@@ -42,14 +42,15 @@ import jax.numpy as jnp
 
 from .._compat import batching
 from ._common import (
+    attach_unit,
     init_pp_output_shaped,
     reject_states,
     shape_dtype,
+    split_unit,
     vjp_weights,
     zeros_trace,
 )
 from ._registry import ETPPrimitiveSpec, fallback_batching, register_primitive_spec
-from ._units import attach_unit, split_unit
 from .dense import dense_etrace_to_dw, dense_yw_to_w
 
 __all__ = ["etp_emb_p", "embedding"]

@@ -23,9 +23,17 @@ import jax
 import jax.numpy as jnp
 
 from .._compat import batching
-from ._common import register_batched_pair, reject_states, shape_dtype, vjp_weights, zeros_trace
+from ._common import (
+    attach_unit,
+    bias_mantissa,
+    register_batched_pair,
+    reject_states,
+    shape_dtype,
+    split_unit,
+    vjp_weights,
+    zeros_trace,
+)
 from ._registry import fallback_batching, sum_to_shape
-from ._units import attach_unit, bias_mantissa, split_unit
 from .dense import dense_trainable_invars, dense_yw_to_w
 
 __all__ = ["etp_gmm_p", "etp_gmv_p", "grouped_matmul"]

@@ -21,14 +21,16 @@ from typing import Any
 import jax.numpy as jnp
 
 from ._common import (
+    attach_unit,
+    bias_mantissa,
     contract_trace,
     register_batched_pair,
     reject_states,
     shape_dtype,
+    split_unit,
     vjp_weights,
     zeros_trace,
 )
-from ._units import attach_unit, bias_mantissa, split_unit
 from .dense import bind_dense_family
 
 __all__ = ["etp_lora_mm_p", "etp_lora_mv_p", "lora_matmul"]
