@@ -13,6 +13,20 @@ inlined, so the viewer groups it into module clusters, 16 layers a range) it mea
                    the end of the second expansion (index building included)
 and, for information, laying out everything expanded at once (bounded Graphviz options).
 Targets (issue 5): first render <= 1000 ms, expand <= 500 ms, no task > 50 ms.
+
+    .venv/bin/python bench/explorer_render.py --pan-zoom [--sizes 1k,10k,50k] [--bundle OLD.js]
+
+measures pan/zoom instead (issue #32, "Big graphs, fluid"): on the same model expanded (part of
+its layers: ~1,000 nodes; everything: 2,669) and on copies of the whole expanded graph tiled
+side by side (~10,000 and ~50,000 nodes: the copies are cloned SVG, not laid out, since only
+the drawing matters here), fitted in the pane, it plays a wheel zoom (one wheel event per
+animation frame, in then out) and a drag (one pointer move per frame) through the widget's own
+event handlers, and reports frames per second from requestAnimationFrame timestamps, the
+median and 95th-percentile frame, the viewBox writes (a MutationObserver) and the longest frame
+after the gesture ended (when the graph is painted again at its new scale). The "-labels"
+sizes start zoomed in to 8 px labels (shown) instead of fitted. Targets: >= 55 fps at ~1k
+nodes, >= 30 fps at ~10k.
+Results are appended to the JSON file (older entries kept).
 """
 
 from __future__ import annotations
@@ -35,8 +49,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from etp_viz.explorer.bundle import BUNDLE  # noqa: E402
 from etp_viz.explorer.export import MOCK_MODEL_JS  # noqa: E402
-from etp_viz.explorer.widget import BUNDLE, Explorer  # noqa: E402
+from etp_viz.explorer.widget import Explorer  # noqa: E402
 
 ARGS = [
     "--no-sandbox",
@@ -156,12 +171,137 @@ def run_once(browser, base):
     }
 
 
+#: JS: the expansion with about `frac` of the layers open (every range and sub-jaxpr open)
+EXPAND_PART = """(frac) => { const c = [...window.etpEl.etpExplorer.index.clusters.values()]
+  .filter((c) => c.kind === 'subjaxpr' || c.kind === 'module');
+  const ranges = c.filter((x) => x.id.includes('…') || x.kind === 'subjaxpr');
+  const layers = c.filter((x) => !ranges.includes(x));
+  window.etpModel.set('expanded', [...ranges, ...layers.slice(0, Math.round(layers.length * frac))]
+    .map((x) => x.id)); }"""
+#: JS: `n` copies of the drawn graph side by side (cloned, ids dropped; the view's layout box
+#: and, for the transform-based view, the SVG's frame as if built at that size), then Fit;
+#: returns the number of g.node drawn
+TILE = """([n, labelPx]) => { const view = window.etpEl.etpExplorer.view; const svg = view.svg;
+  const root = svg.querySelector('g.graph'); const b = view.base; const gap = 50;
+  const cols = Math.ceil(Math.sqrt(n * b.h / b.w));
+  if (n > 1) { const one = document.createElementNS('http://www.w3.org/2000/svg', 'g');
+    for (const c of [...root.childNodes]) one.append(c);
+    root.append(one);
+    for (let i = 1; i < n; i++) { const g = one.cloneNode(true);
+      const dx = (i % cols) * (b.w + gap), dy = Math.floor(i / cols) * (b.h + gap);
+      g.setAttribute('transform', `translate(${dx} ${dy})`);
+      for (const e of g.querySelectorAll('[id]')) e.removeAttribute('id');
+      root.append(g); }
+    view.base = {x: 0, y: 0, w: Math.min(n, cols) * (b.w + gap),
+      h: Math.ceil(n / cols) * (b.h + gap)}; }
+  if (view.frame) { // a graph built at this size: its whole (padded) layout is the SVG's viewBox
+    const f = {x: view.base.x - 10, y: view.base.y - 10, w: view.base.w + 20, h: view.base.h + 20};
+    view.frame = f; svg.setAttribute('viewBox', `${f.x} ${f.y} ${f.w} ${f.h}`); }
+  view.fit(); // then, with labelPx, zoomed in about the centre until labels are that big
+  if (labelPx) view.zoom(labelPx / (14 * view.scale()));
+  return svg.querySelectorAll('g.node').length; }"""
+#: JS: play one gesture ("wheel" or "drag"), one event per animation frame, at most `frames`
+#: frames or `maxMs`; then wait `settleMs` (the gesture's end and repaint)
+GESTURE = """async ([kind, frames, maxMs, settleMs]) => {
+  const view = window.etpEl.etpExplorer.view; const pane = view.container;
+  const r = pane.getBoundingClientRect(); const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  let writes = 0; const mo = new MutationObserver((m) => { writes += m.length; });
+  mo.observe(pane, {subtree: true, attributes: true, attributeFilter: ['viewBox']});
+  const loafs = []; let po = null;
+  try { po = new PerformanceObserver((l) => { for (const e of l.getEntries()) loafs.push(e); });
+    po.observe({type: 'long-animation-frame'}); } catch (e) { po = null; }
+  const frame = () => new Promise((done) => requestAnimationFrame(done));
+  await frame(); await frame();
+  const times = []; const start = performance.now();
+  if (kind === 'drag') pane.dispatchEvent(new PointerEvent('pointerdown',
+    {bubbles: true, button: 0, clientX: x, clientY: y, pointerId: 1, isPrimary: true}));
+  for (let i = 0; i < frames && performance.now() - start < maxMs; i++) {
+    times.push(await frame());
+    if (kind === 'wheel') pane.dispatchEvent(new WheelEvent('wheel', {bubbles: true,
+      cancelable: true, clientX: x + 60, clientY: y + 40, deltaMode: 0,
+      deltaY: i < frames / 2 ? -40 : 40}));
+    else pane.dispatchEvent(new PointerEvent('pointermove', {bubbles: true, buttons: 1,
+      clientX: x + 6 * i, clientY: y + 3 * i, pointerId: 1, isPrimary: true}));
+  }
+  times.push(await frame());
+  const ended = performance.now();
+  if (kind === 'drag') pane.dispatchEvent(new PointerEvent('pointerup',
+    {bubbles: true, button: 0, clientX: x, clientY: y, pointerId: 1, isPrimary: true}));
+  await new Promise((done) => setTimeout(done, settleMs)); await frame();
+  mo.disconnect(); if (po) { for (const e of po.takeRecords()) loafs.push(e); po.disconnect(); }
+  const gaps = []; for (let i = 1; i < times.length; i++) gaps.push(times[i] - times[i - 1]);
+  gaps.sort((a, b) => a - b);
+  const q = (p) => gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))];
+  const after = loafs.filter((e) => e.startTime + e.duration > ended);
+  return {events: gaps.length, fps: gaps.length * 1000 / (times[times.length - 1] - times[0]),
+    frame_p50_ms: q(0.5), frame_p95_ms: q(0.95), viewbox_writes: writes,
+    settle_longest_frame_ms: Math.max(0, ...after.map((e) => e.duration)),
+    labels_hidden: view.svg.classList.contains('etp-lod-far')}; }"""
+#: size name -> (fraction of the layers expanded, copies of the graph, label size on screen
+#: (px) to zoom to before the gestures: 0 = fitted, labels hidden below 6 px by the new view)
+SIZES = {
+    "1k": (0.3, 1, 0),
+    "2.7k": (1.0, 1, 0),
+    "10k": (1.0, 4, 0),
+    "50k": (1.0, 19, 0),
+    "1k-labels": (0.3, 1, 8),
+    "10k-labels": (1.0, 4, 8),
+}
+
+
+def pan_zoom_once(browser, base, size, frames=60, max_ms=20000):
+    """Pan/zoom frame rates at one size (SIZES) in a fresh page."""
+    frac, copies, label_px = SIZES[size]
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(base) else r.abort())
+    page = context.new_page()
+    page.goto(f"{base}/bench.html")
+    page.wait_for_function("window.renders && window.renders.length >= 1", timeout=30000)
+    page.evaluate(EXPAND_PART, frac)
+    page.wait_for_function("window.renders.length >= 2", timeout=300000)
+    nodes = page.evaluate(TILE, [copies, label_px])
+    page.wait_for_timeout(1500)
+    out = {"size": size, "nodes": nodes}
+    for kind in ("wheel", "drag"):
+        result = page.evaluate(GESTURE, [kind, frames, max_ms, 600])
+        out[kind] = {k: round(v, 1) if isinstance(v, float) else v for k, v in result.items()}
+        page.wait_for_timeout(300)
+    context.close()
+    return out
+
+
+def append_result(path: Path, result: dict) -> None:
+    """Add `result` to the JSON file at `path`: {"benchmark", "entries": [...]} (an older
+    single-run file becomes the first entry)."""
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    if "entries" not in data:
+        data = {"benchmark": "explorer_render", "entries": [data] if data else []}
+    data["entries"].append(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def machine(version: str) -> dict:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "chromium": version,
+        "node": subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+        or None,
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--note", default="", help="machine load etc., stored in the JSON")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "explorer_render.json"))
     parser.add_argument("--bundle", default=str(BUNDLE), help="widget.js to load (A/B runs)")
+    parser.add_argument("--pan-zoom", action="store_true", help="measure pan/zoom fps instead")
+    parser.add_argument("--sizes", default="1k,2.7k,10k,50k", help="pan/zoom sizes (SIZES)")
+    parser.add_argument("--label", default="", help="pan/zoom: what this run measures (A/B)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     chromium = shutil.which("chromium")
@@ -184,12 +324,35 @@ def main():
         base = f"http://127.0.0.1:{server.server_address[1]}"
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
-            runs = [run_once(browser, base) for _ in range(args.repeats)]
+            if args.pan_zoom:
+                runs = []
+                for _ in range(args.repeats):
+                    for size in args.sizes.split(","):
+                        runs.append(pan_zoom_once(browser, base, size))
+                        print(json.dumps(runs[-1]), flush=True)
+            else:
+                runs = [run_once(browser, base) for _ in range(args.repeats)]
             version = browser.version
             browser.close()
         server.shutdown()
 
     load_after = os.getloadavg()
+    if args.pan_zoom:
+        result = {
+            "benchmark": "explorer_pan_zoom",
+            "label": args.label,
+            "bundle": str(bundle),
+            "model": "real make_deep_stack(2000), expanded, fitted; 10k/50k: tiled copies",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "machine": machine(version),
+            "targets": {"fps_1k": 55, "fps_10k": 30},
+            "runs": runs,
+            "load_before": load_before,
+            "load_after": load_after,
+            "note": args.note,
+        }
+        append_result(Path(args.out), result)
+        return
 
     def summary(key):
         values = [r[key] for r in runs]
@@ -200,16 +363,7 @@ def main():
         "model": "real make_deep_stack(2000): "
         f"{sum(n['kind'] == 'eqn' for n in vm['nodes'])} equations, {len(vm['nodes'])} nodes",
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.machine(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "chromium": version,
-            "node": subprocess.run(
-                ["node", "--version"], capture_output=True, text=True
-            ).stdout.strip(),
-        },
+        "machine": machine(version),
         "targets": {"first_render_ms": 1000, "expand_ms": 500, "longest_task_ms": 50},
         "summary": {
             k: summary(k)
@@ -220,8 +374,7 @@ def main():
         "load_after": load_after,
         "note": args.note,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    append_result(Path(args.out), result)
     print(json.dumps(result["summary"], indent=2))
 
 

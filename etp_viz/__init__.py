@@ -3,8 +3,9 @@ networks in JAX, with an interactive Jupyter explorer.
 
 This module only re-exports. The engine (``ops``, ``compiler``, ``learn``, ``nn``) is imported
 eagerly; ``tasks``, ``live``, ``view``, ``plot``, ``explorer``, ``show`` and ``Explorer`` are
-resolved on first use (only ``show`` needs the widget packages: without them it raises an
-``ImportError`` naming ``pip install "etp-viz[explorer]"``; ``Explorer(...).save_html`` works).
+resolved on first use, and so is ``sweep`` (it runs sessions). Only ``show`` needs the widget
+packages: without them it raises an ``ImportError`` naming ``pip install "etp-viz[explorer]"``
+(``Explorer(...).save_html`` works).
 """
 
 __version__ = "0.1.0"
@@ -92,6 +93,10 @@ from .learn import verify as verify
 # isort: split
 from .memory import plan as plan
 
+# --- what if: one named change, before and after (etp_viz.whatif) ---------------------------
+# isort: split
+from .whatif import what_if as what_if
+
 # --- lazy: tasks, live runs, the view model, plots, and the widget ----------------------------
 #: Subpackages / modules exposed as namespaces, imported on first use (`etp_viz.live.Session`,
 #: `etp_viz.plot.loss(history)`), so ``import etp_viz`` stays the engine only.
@@ -102,8 +107,13 @@ _LAZY_MODULES = {
     "plot": "etp_viz.plot",
     "explorer": "etp_viz.explorer",
 }
-#: Names from the widget layer (needs the [explorer] extra: anywidget, ipywidgets).
-_LAZY_NAMES = {"Explorer": "etp_viz.explorer.widget", "show": "etp_viz.explorer.live_explorer"}
+#: Names imported on first use: the widget layer's (the [explorer] extra: anywidget,
+#: ipywidgets) and ``sweep`` (etp_viz.sweeps runs live sessions).
+_LAZY_NAMES = {
+    "Explorer": "etp_viz.explorer.widget",
+    "show": "etp_viz.explorer.live_explorer",
+    "sweep": "etp_viz.sweeps",
+}
 
 
 def __getattr__(name: str):

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from etp_viz.compiler.graph import ETraceGraph
 from etp_viz.learn.registry import DEFAULT_LEARNER, learner_names
 
 __all__ = ["main"]
@@ -75,16 +76,16 @@ def _claims_of(graph: Any, algorithm: str) -> Any:
         return {}
 
 
-def _print_graph_summary(graph: Any, out: Any, algorithm: str = DEFAULT_LEARNER) -> None:
-    status = dict(getattr(graph, "weight_status", {}) or {})
+def _print_graph_summary(graph: ETraceGraph, out: Any, algorithm: str = DEFAULT_LEARNER) -> None:
+    status = dict(graph.weight_status or {})
     claims = _claims_of(graph, algorithm)
-    relations = getattr(graph, "hidden_param_op_relations", ()) or ()
+    relations = graph.hidden_param_op_relations
     from etp_viz.compiler.claims.plain import graph_names, plain_reason
 
     names = graph_names(graph)  # an op is named by its weight, not its equation number
     print(
         f"Compiled graph: {len(relations)} relation(s), "
-        f"{len(getattr(graph, 'hidden_groups', ()) or ())} hidden group(s).",
+        f"{len(graph.hidden_groups)} hidden group(s).",
         file=out,
     )
     if claims:
@@ -102,7 +103,7 @@ def _print_graph_summary(graph: Any, out: Any, algorithm: str = DEFAULT_LEARNER)
             print(f"      {plain_reason(claim.reason, names).summary}", file=out)
     excluded = [
         r
-        for r in getattr(graph, "diagnostics", ())
+        for r in graph.diagnostics
         if "excluded" in str(r.kind)
         or str(r.kind) in ("param_not_used_by_etp", "trainable_invar_not_paramstate")
     ]
@@ -137,12 +138,12 @@ def output_path(requested: str | None, force: bool, default: str = "demo.html") 
 
 def _weight_name(claim: Any, leaf: str) -> str:
     """The weight (``ParamState``) a leaf's claim belongs to, as a dotted name."""
-    path = getattr(claim, "weight_path", None) or leaf
+    path = claim.weight_path or leaf
     return ".".join(map(str, path)) if isinstance(path, tuple) else str(path)
 
 
 def _kind(claim: Any) -> str | None:
-    return getattr(claim, "kind", None)
+    return claim.kind if claim is not None else None
 
 
 def fidelity_explanation(
@@ -201,7 +202,7 @@ def _reference_words(session: Any, record: dict[str, Any]) -> str:
     """What the session's fidelity meter compared with, in the meter's own words."""
     from etp_viz.live.fidelity import reference_text
 
-    episodes = getattr(session, "episodes", None)
+    episodes = session.episodes
     window = record.get("window") or session.fidelity_window
     return reference_text(episodes.length if episodes is not None else None, window)
 
@@ -211,7 +212,7 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     import etp_viz
     from etp_viz.compiler import compile_etrace_graph
 
-    target = output_path(args.out, getattr(args, "force", False))
+    target = output_path(args.out, args.force)
     replacing = target.exists()
     model, x0, data_options, description = _demo_setup(args.task)
     if args.steps is None:
@@ -227,7 +228,7 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
         graph = compile_etrace_graph(model, x0)
     _print_graph_summary(graph, out, args.algorithm)
     # headless without the [explorer] extra
-    from etp_viz.explorer.live_explorer import build_explorer
+    from etp_viz.explorer.live_explorer import LiveExplorer, build_explorer
 
     explorer, failure = None, None
     try:
@@ -268,8 +269,8 @@ def run_demo(args: argparse.Namespace, out: Any = sys.stdout) -> int:
             print("Not recorded: " + "; ".join(unavailable), file=out)
     path = explorer.save_html(str(target))
     print(f"{'Overwrote' if replacing else 'Wrote'} {path}", file=out)
-    session = getattr(explorer, "session", None)
-    return 0 if failure is None and not getattr(session, "error", None) else 1
+    error = explorer.session.error if isinstance(explorer, LiveExplorer) else None
+    return 0 if failure is None and not error else 1
 
 
 def _run_with_progress(session: Any, steps: int) -> None:

@@ -280,3 +280,13 @@ def compiled_memory(compiled: Any) -> dict | None:
     fallback = result["argument"] + result["output"] - result["alias"] + result["temp"]
     result["peak"] = int(getattr(stats, "peak_memory_in_bytes", 0) or fallback)
     return result
+
+
+def scan_operand_counts(params: dict) -> tuple[int, int]:
+    """``(num_consts, num_carry)`` of a ``scan`` equation: jax 0.10 stores them as params, jax
+    0.12 as the flat trees ``ft_in = (consts, carry, xs)`` (it may also move a carry that the
+    body passes through unchanged into the consts)."""
+    if "num_consts" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)

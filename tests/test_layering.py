@@ -27,6 +27,8 @@ ALLOWED = {
     "view": {"compiler", "learn", "ops", "_compat"},
     "plot": {"live", "_compat"},
     "testing": {"compiler", "_compat"},
+    "sweeps": {"learn", "live", "tasks", "plot", "_compat"},
+    "whatif": {"learn", "compiler", "view", "_compat"},
 }
 LAYERS = (*ALLOWED, "explorer", "__main__")
 WIDGET_PACKAGES = ("anywidget", "ipywidgets", "traitlets")
@@ -263,22 +265,26 @@ def test_learner_names_are_spelled_in_the_registry_only():
 
 #: ``getattr`` / ``hasattr`` calls per layer: a ceiling that only goes down. 237 at the start of
 #: the contract work (issue 30); the contract's capability Protocols replaced the live layer's
-#: probing (57 -> 35). Lower a number when a change removes calls; never raise one.
+#: probing (57 -> 35), then typed reads replaced the rest of the probing (227 -> 101: the view
+#: reads the typed ``ETraceGraph``, sessions a ``Task``, the explorer and the CLI the learner
+#: contract). What is left reads foreign objects (jax, optax, user modules by path) or version
+#: quirks. Lower a number when a change removes calls; never raise one.
 GETATTR_BUDGET = {
     "_compat": 12,
     "ops": 11,
     "compiler": 50,
-    "learn": 24,
-    "live": 35,
-    "view": 43,
-    "explorer": 29,
+    "learn": 3,
+    "live": 3,
+    "view": 5,
+    "explorer": 4,
     "tasks": 2,
     "nn": 2,
     "plot": 2,
     "testing": 3,
     "memory": 2,
-    "__main__": 11,
+    "__main__": 1,
     "__init__": 1,
+    "whatif": 1,
 }
 
 

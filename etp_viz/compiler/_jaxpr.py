@@ -12,13 +12,24 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NamedTuple, TypeGuard
 
 import jax
 
 from etp_viz import _compat
 from etp_viz._compat import Jaxpr, JaxprEqn, Var
+
+from .loops import (
+    LoopIteration,
+    LoopPlan,
+    index_jaxpr,
+    loop_source,
+    plan_loop,
+    stack_jaxpr,
+    too_long_error,
+    unroll_size_blocker,
+)
 
 __all__ = [
     "CALL_PRIMITIVE_NAMES",
@@ -193,7 +204,14 @@ class InlinedJaxpr(NamedTuple):
     nested_in: dict[int, tuple[str, ...]]
 
 
-def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any], *, if_convert: bool = True) -> InlinedJaxpr:
+def inline_calls(
+    jaxpr: Jaxpr,
+    consts: Sequence[Any],
+    *,
+    if_convert: bool = True,
+    unroll: bool = True,
+    state_vars: Collection[Var] = (),
+) -> InlinedJaxpr:
     """Splice every nested ``jit``/``pjit``/``closed_call`` body into one flat jaxpr.
 
     Body variables are renamed to fresh Vars of the top level; body constants become extra
@@ -208,23 +226,43 @@ def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any], *, if_convert: bool = True
     zero cotangent); the only cost is that every branch is computed every step (a dead branch
     that produces inf/NaN derivatives can leak NaN into reverse mode: ``0 * inf``). The spliced
     equations are recorded in ``nested_in`` under ``"cond[branch k]"``.
+
+    With ``unroll`` (default), a loop with a static trip count (``scan``, or a ``while`` that
+    counts ``i < upper`` with constant bounds: :func:`.loops.plan_loop`) is *unrolled* when it
+    matters to online learning: its body holds an ETP primitive, an operand depends on a state
+    input of ``state_vars`` (the non-parameter states' input and output Vars of ``jaxpr``), or
+    a result is a state's new value. Its body is spliced in once per iteration, the carry
+    threaded through, scanned inputs sliced and scanned outputs stacked: the step written out
+    by hand. The spliced equations are recorded in ``nested_in`` under a
+    :class:`.loops.LoopIteration` (``"fori_loop[iteration k of n]"``). A loop that writes a
+    state but is longer than :data:`.loops.MAX_UNROLL_ITERATIONS` is a ``ValueError``; any
+    other loop stays one equation.
     """
     eqns: list[JaxprEqn] = []
     constvars = list(jaxpr.constvars)
     const_vals = list(consts)
     nested_in: dict[int, tuple[str, ...]] = {}
+    known = dict(zip(jaxpr.constvars, consts))
+    #: Vars computed from a state input (an inner loop reading one is unrolled)
+    dependent: dict[Var, None] = dict.fromkeys(v for v in jaxpr.invars if v in state_vars)
+    loop_ids = itertools.count()
 
-    def splice(body: Jaxpr, env: dict[Var, Any], stack: tuple[str, ...], results: set) -> None:
-        """``results``: the body Vars that are (renamed) results of the whole step."""
+    def splice(body: Jaxpr, env: dict[Var, Any], stack: tuple[str, ...], results: dict) -> None:
+        """``results``: the body Vars that are (renamed) results of the whole step, each with
+        whether it is a state's new value."""
 
         def read(atom: Any) -> Any:
             return env.get(atom, atom) if _is_var(atom) else atom
 
-        for eqn in body.eqns:
+        for index, eqn in enumerate(body.eqns):
             VISITS.count += 1
             invars = [read(v) for v in eqn.invars]
             if if_convert and _should_if_convert(eqn, results):
                 splice_cond(eqn, invars, env, stack)
+                continue
+            loop = plan_loop(eqn, invars, known) if unroll else None
+            if loop is not None and should_unroll(eqn, index, loop, invars, results):
+                splice_loop(eqn, loop, invars, env, stack, results)
                 continue
             body_and_consts = (
                 _call_body(eqn) if eqn.primitive.name in CALL_PRIMITIVE_NAMES else None
@@ -232,16 +270,23 @@ def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any], *, if_convert: bool = True
             if body_and_consts is not None:
                 inner, inner_consts = body_and_consts
                 inner_env = bind_body(inner, inner_consts, invars)
-                inner_results = {i for o, i in zip(eqn.outvars, inner.outvars) if o in results}
+                inner_results = {
+                    i: results[o] for o, i in zip(eqn.outvars, inner.outvars) if o in results
+                }
                 splice(inner, inner_env, stack + (_call_name(eqn),), inner_results)
                 for outer, inner_out in zip(eqn.outvars, inner.outvars):
                     if _is_var(outer):
                         env[outer] = read_inner(inner_env, inner_out)
                 continue
             outvars = [v if not stack or not _is_var(v) else _rename(env, v) for v in eqn.outvars]
-            if stack:
-                nested_in[len(eqns)] = stack
-            eqns.append(eqn.replace(invars=invars, outvars=outvars))
+            emit(eqn.replace(invars=invars, outvars=outvars), stack)
+
+    def emit(eqn: JaxprEqn, stack: tuple[str, ...]) -> None:
+        if stack:
+            nested_in[len(eqns)] = stack
+        eqns.append(eqn)
+        if any(_is_var(v) and v in dependent for v in eqn.invars):
+            dependent.update(dict.fromkeys(v for v in eqn.outvars if _is_var(v)))
 
     def bind_body(inner: Jaxpr, inner_consts: Sequence[Any], invars: list) -> dict[Var, Any]:
         inner_env: dict[Var, Any] = {}
@@ -259,27 +304,72 @@ def inline_calls(jaxpr: Jaxpr, consts: Sequence[Any], *, if_convert: bool = True
         for k, branch in enumerate(eqn.params["branches"]):
             inner, inner_consts = split_closed(branch)
             inner_env = bind_body(inner, inner_consts, operands)
-            splice(inner, inner_env, stack + (f"cond[branch {k}]",), set())
+            splice(inner, inner_env, stack + (f"cond[branch {k}]",), {})
             cases.append([read_inner(inner_env, v) for v in inner.outvars])
         for position, outer in enumerate(eqn.outvars):
             if not _is_var(outer):
                 continue
             out = _rename(env, outer) if stack else outer
-            if stack:
-                nested_in[len(eqns)] = stack
-            eqns.append(_select_eqn(index, [c[position] for c in cases], out, eqn))
+            emit(_select_eqn(index, [c[position] for c in cases], out, eqn), stack)
+
+    def should_unroll(
+        eqn: JaxprEqn, index: int, loop: LoopPlan, invars: list, results: dict
+    ) -> bool:
+        writes = any(results.get(v) for v in eqn.outvars if _is_var(v))
+        reads = any(_is_var(v) and v in dependent for v in invars)
+        if not (writes or reads or _contains(loop.body, _is_etp_eqn)) or loop.trip_count is None:
+            return False
+        blocker = unroll_size_blocker(loop)
+        if blocker is not None and writes:
+            raise too_long_error(eqn, loop, index, blocker)
+        return blocker is None
+
+    def splice_loop(
+        eqn: JaxprEqn, loop: LoopPlan, invars: list, env: dict, stack: tuple, results: dict
+    ) -> None:
+        """The loop's body spliced once per iteration (see the docstring)."""
+        operands = invars[loop.first_operand :]
+        consts, carry = operands[: loop.num_consts], operands[loop.num_consts :]
+        carry, xs = carry[: loop.num_carry], carry[loop.num_carry :]
+        shared = bind_body(loop.body, loop.body_consts, [])
+        trips, loop_id, source = loop.trip_count or 0, next(loop_ids), loop_source(eqn)
+        pairs = zip(eqn.outvars[: loop.num_carry], loop.body.outvars)
+        last = {i: results[o] for o, i in pairs if o in results}
+        ys_at: dict[int, list] = {}
+        where = stack
+        for step in range(trips):
+            at = trips - 1 - step if loop.reverse else step
+            where = stack + (LoopIteration(loop_id, loop.name, trips, step, source),)
+            sliced = [splice_traced(index_jaxpr(x, at), [x], where)[0] for x in xs]
+            inner_env = dict(shared)
+            inner_env.update(zip(loop.body.invars, [*consts, *carry, *sliced]))
+            splice(loop.body, inner_env, where, last if step == trips - 1 else {})
+            outs = [read_inner(inner_env, v) for v in loop.body.outvars]
+            carry, ys_at[at] = outs[: loop.num_carry], outs[loop.num_carry :]
+        for j, outer in enumerate(eqn.outvars[loop.num_carry :]):
+            ys = [ys_at[k][j] for k in range(trips)]
+            carry.append(splice_traced(stack_jaxpr(ys, outer), ys, where)[0])
+        for outer, value in zip(eqn.outvars, carry):
+            if _is_var(outer):
+                env[outer] = value
+
+    def splice_traced(closed: Any, args: list, stack: tuple[str, ...]) -> list:
+        inner, inner_consts = split_closed(closed)
+        inner_env = bind_body(inner, inner_consts, args)
+        splice(inner, inner_env, stack, {})
+        return [read_inner(inner_env, v) for v in inner.outvars]
 
     def read_inner(inner_env: dict[Var, Any], atom: Any) -> Any:
         return inner_env.get(atom, atom) if _is_var(atom) else atom
 
     top_env: dict[Var, Any] = {}
-    splice(jaxpr, top_env, (), {v for v in jaxpr.outvars if _is_var(v)})
+    splice(jaxpr, top_env, (), {v: v in state_vars for v in jaxpr.outvars if _is_var(v)})
     outvars = [top_env.get(v, v) if _is_var(v) else v for v in jaxpr.outvars]
     flat = build_jaxpr(constvars, jaxpr.invars, outvars, eqns)
     return InlinedJaxpr(flat, const_vals, constvars, list(jaxpr.invars), nested_in)
 
 
-def _should_if_convert(eqn: JaxprEqn, results: set) -> bool:
+def _should_if_convert(eqn: JaxprEqn, results: Collection[Var]) -> bool:
     """A ``cond`` worth converting (an ETP primitive in a branch, or a result of the step among
     its results) and safe to convert."""
     if eqn.primitive.name != "cond" or "branches" not in eqn.params:

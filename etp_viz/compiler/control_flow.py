@@ -1,5 +1,6 @@
-"""ETP equations inside ``scan`` / ``while`` bodies, or inside a ``cond`` that could not be
-if-converted: reported, not learned online.
+"""ETP equations inside ``scan`` / ``while`` bodies that were not unrolled, or inside a ``cond``
+that could not be if-converted: reported, not learned online. Loops that were unrolled
+(:mod:`.loops`) are reported too (INFO ``LOOP_UNROLLED``, one record per loop).
 
 A ``cond`` outside any loop body is if-converted when the jaxpr is flattened
 (:func:`._jaxpr.inline_calls`: every branch computed, results picked by ``select_n``), so its
@@ -22,8 +23,9 @@ from ._jaxpr import (
     trace_to_param,
 )
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
+from .loops import MAX_UNROLL_ITERATIONS, LoopIteration, loop_not_unrolled_reason
 
-__all__ = ["report_control_flow_primitives"]
+__all__ = ["report_control_flow_primitives", "report_unrolled_loops"]
 
 
 def report_control_flow_primitives(minfo: Any, diagnostics: DiagnosticCollector) -> list:
@@ -31,6 +33,7 @@ def report_control_flow_primitives(minfo: Any, diagnostics: DiagnosticCollector)
     body of the top-level jaxpr; return the weight paths concerned."""
     from etp_viz.ops import get_trainable_invars, is_etp_primitive
 
+    report_unrolled_loops(minfo, diagnostics)
     paths: list = []
     cache: dict = {}
     for index, eqn in enumerate(minfo.jaxpr.eqns):
@@ -39,6 +42,8 @@ def report_control_flow_primitives(minfo: Any, diagnostics: DiagnosticCollector)
             continue
         blocker = cond_conversion_blocker(eqn) if eqn.primitive.name == "cond" else None
         why = f" (the cond is not if-converted: {blocker})" if blocker else ""
+        if eqn.primitive.name != "cond" and loop_not_unrolled_reason(eqn):
+            why = f" (the loop is not unrolled: {loop_not_unrolled_reason(eqn)})"
         for body, to_outer in _bodies(eqn, lambda v: v):
             for inner in _walk(body):
                 if not is_etp_primitive(inner.primitive):
@@ -102,3 +107,31 @@ def _body_source(body: Any, var: Any) -> Any:
             break
         var = inputs[0]
     return var
+
+
+def report_unrolled_loops(minfo: Any, diagnostics: DiagnosticCollector) -> None:
+    """One INFO ``LOOP_UNROLLED`` record per unrolled loop, with the equations it became."""
+    from etp_viz.ops import is_etp_primitive
+
+    loops: dict[int, tuple[LoopIteration, list[int]]] = {}
+    for index, stack in minfo.nested_jit_eqns.items():
+        for entry in stack:
+            if isinstance(entry, LoopIteration):
+                loops.setdefault(entry.loop_id, (entry, []))[1].append(index)
+    for first, indices in loops.values():
+        etp = [i for i in indices if is_etp_primitive(minfo.jaxpr.eqns[i].primitive)]
+        where = f" at {first.source}" if first.source else ""
+        diagnostics.emit(
+            DiagnosticKind.LOOP_UNROLLED,
+            DiagnosticLevel.INFO,
+            f"`{first.name}`{where} ({first.trip_count} iterations) was unrolled into the step "
+            f"(equations {min(indices)}..{max(indices)}, {len(etp)} of them ETP ops): compiled, "
+            "learned and claimed as the step written out by hand without the loop (loops "
+            f"touching a state or an ETP op are unrolled up to {MAX_UNROLL_ITERATIONS} "
+            "iterations).",
+            eqn_indices=indices,
+            loop=first.name,
+            trip_count=first.trip_count,
+            source=first.source,
+            etp_eqn_indices=tuple(etp),
+        )

@@ -69,6 +69,13 @@ class DiagnosticKind(enum.Enum):
     #: the h -> h path was judged element-wise (kept) or mixing (cut) from its own structure
     #: (its JVP, or a declaration in the ETP registry); the message says which and why.
     PRIMITIVE_JUDGED = "primitive_judged"
+    #: etp_viz addition (``lift=True``): a plain op on a parameter was rewritten into the ETP
+    #: primitive computing it (INFO); ``OP_NOT_LIFTED`` (WARNING): one that could not be, and why.
+    OP_LIFTED = "op_lifted"
+    OP_NOT_LIFTED = "op_not_lifted"
+    #: etp_viz addition: an inner loop with a static trip count (ETP ops or a state inside) was
+    #: unrolled into the step (INFO): compiled as the step written out by hand.
+    LOOP_UNROLLED = "loop_unrolled"
 
     def __str__(self) -> str:
         return self.value

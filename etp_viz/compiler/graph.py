@@ -422,7 +422,12 @@ class ETraceGraph(NamedTuple):
 
 
 def compile_etrace_graph(
-    model: Any, *args: Any, recurrence: str = "diagonal", warn: bool = True, **kwargs: Any
+    model: Any,
+    *args: Any,
+    recurrence: str = "diagonal",
+    warn: bool = True,
+    lift: bool = False,
+    **kwargs: Any,
 ) -> ETraceGraph:
     """Construct the eligibility-trace graph of ``model`` for example inputs ``args``.
 
@@ -435,6 +440,8 @@ def compile_etrace_graph(
         How dh/dh is built (see :mod:`etp_viz.compiler.hidden_groups`).
     warn : bool
         Raise WARNING/ERROR records as ``UserWarning`` (they are always in ``diagnostics``).
+    lift : bool
+        Lift plain ops on parameters (``x @ W``, ``W * h``) into ETP ops (:mod:`.lift`).
 
     Examples
     --------
@@ -442,7 +449,7 @@ def compile_etrace_graph(
     >>> [r.weight_path for r in graph.hidden_param_op_relations]  # doctest: +SKIP
     [('rnn1', 'W', 'weight'), ('rnn2', 'W', 'weight')]
     """
-    minfo = extract_module_info(model, *args, **kwargs)
+    minfo = extract_module_info(model, *args, lift=lift, **kwargs)
     diagnostics = DiagnosticCollector()
     groups, hid_path_to_group = find_hidden_groups_from_minfo(
         minfo, recurrence=recurrence, diagnostics=diagnostics

@@ -20,6 +20,7 @@ from etp_viz import _compat
 from etp_viz._compat import Jaxpr, Var
 
 from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, DefUse, eval_jaxpr, inline_calls, split_closed
+from .loops import loop_not_unrolled_reason, non_param_state_vars
 
 __all__ = ["ModuleInfo", "extract_module_info", "Path"]
 
@@ -83,6 +84,8 @@ class ModuleInfo(NamedTuple):
     #: top-level equation index -> names of the jit calls it was inlined from
     nested_jit_eqns: dict
     def_use: DefUse
+    #: what ``lift=True`` rewrote (a :class:`etp_viz.compiler.lift.LiftReport`); None without
+    lifting: Any = None
 
     @property
     def arg_invars(self) -> list:
@@ -114,7 +117,7 @@ class ModuleInfo(NamedTuple):
         return outputs, new_vals
 
 
-def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
+def extract_module_info(model: Any, *args: Any, lift: bool = False, **kwargs: Any) -> ModuleInfo:
     """Extract the model information for the ETP compiler.
 
     Parameters
@@ -124,6 +127,9 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     *args
         Example positional inputs of one step. Keyword arguments are not supported: bind them
         with ``functools.partial`` first.
+    lift : bool
+        Rewrite plain ops on parameters (``x @ W``, ``W * h``, ``conv(x, K)``) into the ETP
+        primitives computing them (:mod:`etp_viz.compiler.lift`); ``lifting`` says what.
 
     Examples
     --------
@@ -160,7 +166,8 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     # a model built with braintrace: adopt its ETP ops (before inlining: if-converting a cond
     # looks for ETP ops in its branches)
     register_braintrace_primitives_in(open_jaxpr)
-    flat = inline_calls(open_jaxpr, consts)
+    # inner loops that touch a state are unrolled (.loops): they need the states' Vars
+    flat = inline_calls(open_jaxpr, consts, state_vars=non_param_state_vars(states, open_jaxpr))
     jaxpr = flat.jaxpr
 
     retrieved = dict(brainstate.graph.states(model).items())
@@ -175,6 +182,10 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
     state_outvars = _split_by_state(states, jaxpr.outvars[num_out_leaves:])
 
     maps = _classify_states(states, state_invars, state_outvars, state_id_to_path)
+    lifting = None
+    if lift:
+        flat, lifting = _lift(flat, states, maps, state_id_to_path)
+        jaxpr = flat.jaxpr
     def_use = DefUse(jaxpr)
     _check_writes(states, written, state_outvars, state_id_to_path, def_use, jaxpr)
     if not maps["hidden_path_to_invar"]:
@@ -201,8 +212,26 @@ def extract_module_info(model: Any, *args: Any, **kwargs: Any) -> ModuleInfo:
         out_treedef=out_treedef,
         nested_jit_eqns=flat.nested_in,
         def_use=def_use,
+        lifting=lifting,
         **maps,
     )
+
+
+def _lift(flat: Any, states: Sequence[Any], maps: dict, state_id_to_path: dict) -> tuple:
+    """The flat step with its plain ops on parameters lifted, and the report."""
+    from .dataflow import leaf_name
+    from .lift import lift_plain_ops
+
+    names: dict = {}
+    for st in states:
+        path = state_id_to_path[id(st)]
+        if path in maps["weight_path_to_invars"]:
+            keys = [k for k, _ in jax.tree_util.tree_flatten_with_path(st.value)[0]]
+            names.update(
+                (var, leaf_name(path, key))
+                for var, key in zip(maps["weight_path_to_invars"][path], keys)
+            )
+    return lift_plain_ops(flat, maps["invar_to_weight_path"], maps["weight_path_to_invars"], names)
 
 
 def _check_model_and_args(model: Any, kwargs: dict) -> None:
@@ -361,11 +390,14 @@ def _check_writes(states, written, state_outvars, state_id_to_path, def_use, jax
                 CONTROL_FLOW_PRIMITIVE_NAMES
             ):
                 prim = jaxpr.eqns[index].primitive.name
+                why = loop_not_unrolled_reason(jaxpr.eqns[index])
                 raise ValueError(
-                    f"State `{path}` is updated inside `{prim}` (equation {index}). The ETP "
-                    "compiler needs each hidden state written once per step at the top level; "
-                    "move the loop outside the model step (call the model once per time step) "
-                    "or learn this model with BPTT."
+                    f"State `{path}` is updated inside `{prim}` (equation {index})"
+                    f"{f': {why}' if why else ''}. The ETP compiler needs each hidden state "
+                    "written once per step at the top level (loops with a static trip count, "
+                    "e.g. `jax.lax.fori_loop(0, 6, ...)`, are unrolled); move the loop outside "
+                    "the model step (call the model once per time step) or learn this model "
+                    "with BPTT."
                 )
 
 

@@ -185,7 +185,7 @@ class CompareExplorer(RunningExplorer):
         per_algorithm, dropped = {}, {}
         for label, session in self.comparison.sessions.items():
             algorithm = session.algorithm
-            graph = getattr(algorithm, "graph", None)
+            graph = algorithm.graph
             try:
                 raw = graph.gradient_claims(algorithm)
                 per_algorithm[label] = claims_by_weight(raw)
@@ -247,7 +247,6 @@ class CompareExplorer(RunningExplorer):
             masked_loss,
             push_overviews,
             trace_names,
-            trace_overviews_due,
         )
 
         series: dict[str, list[np.ndarray]] = {p["name"]: [] for p in self.live_panels}
@@ -265,7 +264,7 @@ class CompareExplorer(RunningExplorer):
         for name, arrays in series.items():
             self.push_live(name, _pad(arrays), step=int(self.comparison.step_count))
         names = [p["name"] for p in self.live_panels if p["name"] in ("loss", "accuracy")]
-        if trace_overviews_due(self, self.comparison.running):  # the graph's trace colours
+        if self.trace_overviews.due(self.comparison.running):  # the graph's trace colours
             names += trace_names(list(histories.values()))
         push_overviews(self, list(histories.values()), names)
         self.pushes += 1
@@ -306,7 +305,7 @@ def _dropped_by_weight(claims: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for key, claim in claims.items():
         owner = path_text(claim.weight_path) if claim.weight_path else key
-        out.setdefault(owner, []).extend(int(i) for i in getattr(claim, "dropped", ()) or ())
+        out.setdefault(owner, []).extend(int(i) for i in claim.dropped or ())
     return out
 
 

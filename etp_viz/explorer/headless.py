@@ -109,7 +109,7 @@ def require_widget_packages(what: str = "etp_viz.show()") -> None:
     """Raise an ``ImportError`` naming the install when the widget packages are missing."""
     if WIDGET_IMPORT_ERROR is None:
         return
-    missing = getattr(WIDGET_IMPORT_ERROR, "name", None) or str(WIDGET_IMPORT_ERROR)
+    missing = WIDGET_IMPORT_ERROR.name or str(WIDGET_IMPORT_ERROR)
     raise ImportError(
         f"{what} displays a Jupyter widget, which needs the explorer extra (anywidget, "
         f"ipywidgets; missing here: {missing}). Install it with:\n    {INSTALL_HINT}\n"

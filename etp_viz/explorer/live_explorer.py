@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from etp_viz.learn.registry import canonical_name, graph_claim_names
+from etp_viz.learn.registry import DecayingTraces, canonical_name, graph_claim_names
 from etp_viz.live.fidelity import VERIFY_STEPS, set_decay, verify_session
 from etp_viz.live.lesson import LessonSummary, lesson_budget, lesson_summary
 from etp_viz.live.session import SESSION_OPTIONS, Session
@@ -181,7 +181,7 @@ class LiveExplorer(RunningExplorer):
         history = self.session.history
         if history.num_steps == 0:
             return
-        from .live_panels import panel_values, push_overviews, trace_names, trace_overviews_due
+        from .live_panels import panel_values, push_overviews, trace_names
 
         for spec in self.live_panels:
             if self.record is not None and spec["name"] not in self.record | {"loss"}:
@@ -193,7 +193,7 @@ class LiveExplorer(RunningExplorer):
                 values, meta = pushed
                 self.push_live(spec["name"], np.asarray(values[-LIVE_WINDOW:], np.float32), **meta)
         names = [p["name"] for p in self.live_panels if p["name"] in ("loss", "accuracy")]
-        if trace_overviews_due(self, self.session.running):  # the scrubber's graph colours
+        if self.trace_overviews.due(self.session.running):  # the scrubber's graph colours
             names += trace_names([history])
         push_overviews(self, [history], names)  # the whole run, downsampled
         self.pushes += 1
@@ -206,7 +206,9 @@ class LiveExplorer(RunningExplorer):
             "halted": session.halted,
             "device": session.history.meta.get("device", ""),
             "algorithm": session.history.meta.get("algorithm", ""),
-            "decay": getattr(session.algorithm, "alpha_x", None),
+            "decay": (
+                session.algorithm.alpha_x if isinstance(session.algorithm, DecayingTraces) else None
+            ),
             "steps_per_frame": session.steps_per_frame,
             "record": None if self.record is None else sorted(self.record),
             **self.watch.status(),
@@ -255,6 +257,8 @@ def show(model: Any, *example_inputs: Any, **options: Any) -> Explorer:
         A list ``algorithm=["d_rtrl", "eprop", "snap2", "bptt"]`` opens compare mode
         (:class:`~etp_viz.explorer.compare.CompareExplorer`): the algorithms in lockstep on
         copies of the model, overlaid loss and fidelity, each algorithm's claim per weight.
+        ``lift=True``: plain ops on weights (``x @ W``, ``W * h``) are lifted into ETP ops
+        (:mod:`etp_viz.compiler.lift`): the graph shown and the learner (one, by name) use it.
 
     Raises ``ImportError`` naming ``pip install "etp-viz[explorer]"`` when the widget packages
     are missing (:func:`build_explorer` builds the same explorer headless, for a saved page).
@@ -268,6 +272,7 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
     headless explorer whose ``save_html`` writes the offline page (what the demo uses)."""
     live = {k: options.pop(k) for k in list(options) if k in SESSION_OPTIONS}
     max_rate = options.pop("max_rate", 20.0)
+    lift = bool(options.pop("lift", False))
     try:
         split_display_options({k: v for k, v in options.items() if k != "expanded"})
     except (TypeError, ValueError) as error:
@@ -282,14 +287,19 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
             )
         from etp_viz.compiler import compile_etrace_graph
 
-        return Explorer(compile_etrace_graph(model, *example_inputs), **options)
+        graph = compile_etrace_graph(model, *example_inputs, lift=lift)
+        return Explorer(graph, **options)
     if len(example_inputs) != 1:
         raise TypeError("A live session takes exactly one example input `x` (one step).")
     if isinstance(live.get("algorithm"), list | tuple):
+        if lift:
+            raise TypeError("lift=True applies to one learner; compare mode runs each as written")
         return _compare(model, example_inputs[0], live, options, max_rate)
+    if lift:  # the learner, by name, built with lift=True (a built one is used as is)
+        live["algorithm"] = lifted_learner(model, live.get("algorithm"), live)
     session = Session(model, example_inputs[0], **live)
     session.budget = lesson_budget(live.get("task"))  # Run stops where the lesson ends
-    graph = getattr(session.algorithm, "graph", None)
+    graph = session.algorithm.graph
     if graph is None:
         from etp_viz.compiler import compile_etrace_graph
 
@@ -300,6 +310,17 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
     if options["algorithm"] is None and explorer.view_model:  # a learner stating its own claims
         explorer.view_model = with_learner_claims(explorer.view_model, session.algorithm)
     return explorer
+
+
+def lifted_learner(model: Any, algorithm: Any, live: dict) -> Any:
+    """The learner ``algorithm`` names, built with ``lift=True`` and the session's ``decay`` /
+    ``mesh`` (an ETP learner; another name is a TypeError naming the ones that lift)."""
+    from etp_viz.learn.registry import DEFAULT_LEARNER, build_learner
+
+    if algorithm is not None and not isinstance(algorithm, str):
+        return algorithm  # a built learner or a factory: lift is its own option
+    defaults = {k: live[k] for k in ("decay", "mesh") if live.get(k) is not None}
+    return build_learner(model, algorithm or DEFAULT_LEARNER, {"lift": True}, **defaults)
 
 
 def _compare(model: Any, x: Any, live: dict, options: dict, max_rate: float) -> Explorer:
@@ -317,5 +338,5 @@ def _compare(model: Any, x: Any, live: dict, options: dict, max_rate: float) -> 
     comparison = Comparison(model, x, live.pop("algorithm"), **live)
     comparison.budget = lesson_budget(live.get("task"))  # Run stops where the lesson ends
     first = next(iter(comparison.sessions.values()))
-    graph = getattr(first.algorithm, "graph", None) or compile_etrace_graph(first.model, x)
+    graph = first.algorithm.graph or compile_etrace_graph(first.model, x)
     return CompareExplorer(graph, comparison, max_rate=max_rate, **options)

@@ -16,7 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from etp_viz.live.probe import path_name
+from etp_viz.learn.registry import TraceLearner
+from etp_viz.live.compare import Comparison
+from etp_viz.live.history import task_levels
+from etp_viz.live.probe import module_at, path_name
+from etp_viz.tasks.base import Task
 
 __all__ = [
     "TOOLTIPS",
@@ -28,7 +32,7 @@ __all__ = [
     "panel_values",
     "push_overviews",
     "trace_names",
-    "trace_overviews_due",
+    "TraceOverviewClock",
 ]
 
 #: Plain-language tooltip of each panel kind (what a student reads on hover).
@@ -87,26 +91,26 @@ TOOLTIPS = {
 }
 
 
-def chance_levels(task: Any) -> dict[str, float]:
+def chance_levels(task: Task | None) -> dict[str, float]:
     """``{"loss": ..., "accuracy": ...}`` from a task's ``chance_loss`` / ``chance_accuracy``
-    (the levels it has; nothing for custom data)."""
-    out = {}
-    for key, attr in (("loss", "chance_loss"), ("accuracy", "chance_accuracy")):
-        try:
-            value = getattr(task, attr, None) if task is not None else None
-        except Exception:  # noqa: BLE001 - a task that cannot say: no line drawn
-            value = None
-        if isinstance(value, int | float) and math.isfinite(value):
-            out[key] = float(value)
-    return out
+    (the levels it has, :func:`etp_viz.live.history.task_levels`; nothing for custom data)."""
+    levels = task_levels(task)
+    names = (("loss", "chance_loss"), ("accuracy", "chance_accuracy"))
+    return {key: levels[name] for key, name in names if name in levels}
+
+
+def _trace_groups(algorithm: Any) -> tuple:
+    """The hidden groups of a trace learner's execution plan (none for other learners)."""
+    if not isinstance(algorithm, TraceLearner):
+        return ()
+    return tuple(algorithm.graph_executor.plan.groups or ())
 
 
 def _names(session: Any) -> tuple[dict[str, str], dict[str, str]]:
     """Relation id ``r<i>`` → its weight names, group id ``g<k>`` → its hidden states' names."""
-    plan = getattr(getattr(session.algorithm, "graph_executor", None), "plan", None)
     relations = {r: ", ".join(paths) for r, paths in session.probe.relation_names.items()}
     groups = {}
-    for group in getattr(plan, "groups", ()) or ():
+    for group in _trace_groups(session.algorithm):
         groups[f"g{group.index}"] = ", ".join(path_name(p) for p in group.hidden_paths)
     return relations, groups
 
@@ -128,14 +132,13 @@ def _describe(what: str, relations: dict[str, str], groups: dict[str, str]) -> s
 def _constants(session: Any, what: str, kind: str) -> list[dict[str, Any]]:
     """Values a constant dh/dh or dh/dy panel may show, with where each comes from: the
     decay ``exp(−Δt/τ)`` of a leaky unit (and ``1 − exp(−Δt/τ)``, its input gain)."""
-    plan = getattr(getattr(session.algorithm, "graph_executor", None), "plan", None)
     index = next((int(p[1:]) for p in what.split(".") if p[:1] == "g" and p[1:].isdigit()), None)
-    groups = getattr(plan, "groups", ()) or ()
+    groups = _trace_groups(session.algorithm)
     if index is None or index >= len(groups):
         return []
     out = []
     for path in groups[index].hidden_paths:
-        owner = _module_at(session.model, path[:-1])
+        owner = module_at(session.model, path[:-1])
         if owner is None:
             continue
         module = ".".join(map(str, path[:-1]))
@@ -163,20 +166,9 @@ def _constants(session: Any, what: str, kind: str) -> list[dict[str, Any]]:
     return list(unique.values())
 
 
-def _module_at(model: Any, parts: tuple) -> Any:
-    """The module at a state path's module part (attributes; integer parts index lists)."""
-    owner = model
-    for part in parts:
-        try:
-            owner = owner[part] if isinstance(part, int) else getattr(owner, str(part))
-        except (AttributeError, IndexError, KeyError, TypeError):
-            return None
-    return owner
-
-
-def episode_length(task: Any) -> int | None:
+def episode_length(task: Task | None) -> int | None:
     """Steps of one episode of a task (None: no episodes, e.g. custom data)."""
-    steps = getattr(task, "n_steps", None) if task is not None else None
+    steps = task.n_steps if task is not None else None
     return int(steps) if isinstance(steps, int) and steps > 1 else None
 
 
@@ -250,7 +242,7 @@ def panel_specs(session: Any) -> list[dict[str, Any]]:
                     "constants": _constants(session, what, kind),
                 }
             )
-    if getattr(session, "_fidelity", None) is not None:
+    if session.fidelity_window is not None:  # the fidelity meter is on
         panels.append(
             {
                 "name": "fidelity",
@@ -268,7 +260,7 @@ def panel_specs(session: Any) -> list[dict[str, Any]]:
 def _activity_specs(session: Any) -> list[dict[str, Any]]:
     spec = session.recorder.spec
     task = session.options.get("task")
-    episode = int(getattr(task, "n_steps", 0) or 0) or 100
+    episode = (task.n_steps if task is not None else 0) or 100
     plan = session.probe.activity
     out = []
     hidden = plan.get("hidden") or ""
@@ -410,13 +402,20 @@ def overview_rows(history: Any, name: str) -> np.ndarray | None:
 TRACE_OVERVIEW_EVERY = 0.5
 
 
-def trace_overviews_due(explorer: Any, running: bool) -> bool:
-    """Whether ``explorer`` sends the trace overviews with this push (and note the time)."""
-    now = time.monotonic()
-    if running and now - getattr(explorer, "_trace_overview_pushed", -1e9) < TRACE_OVERVIEW_EVERY:
-        return False
-    explorer._trace_overview_pushed = now
-    return True
+class TraceOverviewClock:
+    """When an explorer sends the whole-run trace overviews: with every push when not
+    running, at most every :data:`TRACE_OVERVIEW_EVERY` seconds during a run."""
+
+    def __init__(self) -> None:
+        self.last_sent = -math.inf
+
+    def due(self, running: bool) -> bool:
+        """Whether this push sends them (and note the time when it does)."""
+        now = time.monotonic()
+        if running and now - self.last_sent < TRACE_OVERVIEW_EVERY:
+            return False
+        self.last_sent = now
+        return True
 
 
 def trace_names(histories: list[Any]) -> list[str]:
@@ -517,8 +516,9 @@ class RunWatch:
                 self.start(fresh)
         elif event == "frame":
             self._pending = []
-            size = getattr(self.runner, "steps_per_round", None)
-            if isinstance(size, int) and len(self.sessions) > 1:
+            comparing = isinstance(self.runner, Comparison) and len(self.sessions) > 1
+            size = self.runner.steps_per_round if comparing else None
+            if isinstance(size, int):
                 new = size not in self._sizes
                 self._sizes.add(size)
                 if new and self.runner.running and len(self._sizes) > 1:

@@ -19,17 +19,21 @@ class RunningExplorer(Explorer):
     ``_request_set``, ``lesson``), which :meth:`_attach_runner` wires to the page."""
 
     live_status = traitlets.Dict().tag(sync=True)
+    #: a running session's model changes under a what-if's copy: no "What if…" here
+    offers_what_if = False
 
     def _attach_runner(self, runner: Any, runs: dict[str, Any], max_rate: float) -> None:
         """Wire ``runner`` (whose sessions are ``runs``, by label) to the page: pacing, the
         panels, the compile / budget watch and the run requests."""
-        from .live_panels import RunWatch
+        from .live_panels import RunWatch, TraceOverviewClock
 
         self.runner = runner
         self.max_rate = float(max_rate)
         self._last_push = 0.0
         self._in_run = False
         self.pushes = 0
+        #: when the whole-run trace overviews go out with a push
+        self.trace_overviews = TraceOverviewClock()
         self.live_panels = self._panel_specs()
         self.watch = RunWatch(runner, runs, self.lesson, self._update_status)
         self._requests.update(

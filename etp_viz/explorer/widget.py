@@ -6,7 +6,9 @@ its ``WidgetTraits`` type (``js/src/types.js``) mirrors the synced traits below.
 
 Front end -> Python: ``selected``, ``highlight`` and ``expanded`` trait changes, plus custom
 messages ``{"type": "request", "id", "method", "params"}`` answered with ``{"type":
-"response", "id", "result", "error"}``, and ``{"type": "frontend_error", "message"}``.
+"response", "id", "result", "error"}`` (``to_dot``, ``summary``, ``what_if {weight, change}``:
+the inspector's "What if…" control, see ``whatif_offers``), and ``{"type": "frontend_error",
+"message"}``.
 Python -> front end: trait changes (``highlight_weight``, ``select``, ``expand``) and custom
 messages ``{"type": "live", "name", "shape", "dtype": "float32"}`` with one binary buffer
 (the live panels; see ``push_live``).
@@ -14,7 +16,7 @@ messages ``{"type": "live", "name", "shape", "dtype": "float32"}`` with one bina
 Example
 -------
 >>> from etp_viz.explorer.widget import Explorer
->>> ex = Explorer(view_model={"schema": 1, "title": "t", "nodes": [], "edges": []})
+>>> ex = Explorer(view_model={"schema": 2, "title": "t", "nodes": [], "edges": []})
 >>> ex.options["height"], ex.scale
 (600, 1.0)
 """
@@ -29,6 +31,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from etp_viz.compiler.claims import DEFAULT_LEARNER
+from etp_viz.compiler.graph import ETraceGraph
+from etp_viz.learn.contract import OnlineLearner
 
 from .bundle import MISSING_ESM, bundle_text
 from .headless import anywidget, traitlets  # stand-ins without the [explorer] extra
@@ -111,6 +115,12 @@ def check_scale(scale: Any) -> float:
     return float(scale)
 
 
+def shown_graph(obj: Any) -> Any:
+    """What a view of ``obj`` draws: a learner's ``graph``, else ``obj`` itself (an
+    ``ETraceGraph``, a closed jaxpr, a view model)."""
+    return obj.graph if isinstance(obj, OnlineLearner) else obj
+
+
 def to_view_model(obj: Any, **vm_options: Any) -> tuple[dict[str, Any], Any]:
     """(JSON dict, ViewModel object or None) from a ViewModel, its JSON, an algorithm with a
     ``graph``, an ``ETraceGraph`` or a closed jaxpr."""
@@ -118,12 +128,11 @@ def to_view_model(obj: Any, **vm_options: Any) -> tuple[dict[str, Any], Any]:
         if vm_options:
             raise TypeError(f"view-model options {sorted(vm_options)} need a graph, not JSON")
         return obj, None
-    if hasattr(obj, "to_json") and hasattr(obj, "nodes"):
-        return obj.to_json(), obj
-    graph = getattr(obj, "graph", obj)
-    from etp_viz.view.model import build_view_model
+    from etp_viz.view.model import ViewModel, build_view_model
 
-    vm = build_view_model(graph, **vm_options)
+    if isinstance(obj, ViewModel):
+        return obj.to_json(), obj
+    vm = build_view_model(shown_graph(obj), **vm_options)
     return vm.to_json(), vm
 
 
@@ -163,6 +172,13 @@ class Explorer(anywidget.AnyWidget):
     #: the last ``verify()`` report (``VerifyReport.to_json()``): measured fidelity per weight
     #: beside its claim; None until verified
     verification = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    #: ``{weight path: [{id, label, change, title, disabled}]}``: the "What if…" changes the
+    #: inspector offers each weight (``whatif_offers.offered_changes``)
+    what_if_changes = traitlets.Dict().tag(sync=True)
+    #: the last what-if the page ran (``whatif_offers.run_offer``), None when closed
+    what_if = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    #: whether the inspector offers "What if…" (a static view; a running session does not)
+    offers_what_if = True
 
     @property
     def _esm(self) -> str:  # read once by AnyWidget.__init__, then a synced trait
@@ -177,9 +193,8 @@ class Explorer(anywidget.AnyWidget):
         source = view_model if view_model is not None else graph
         vm_json, self._vm_object = (None, None)
         #: the compiled ETraceGraph behind the view (None for a JSON or plain-jaxpr view)
-        self.graph = getattr(source, "graph", source)
-        if not hasattr(self.graph, "module_info"):
-            self.graph = None
+        graph = shown_graph(source)
+        self.graph = graph if isinstance(graph, ETraceGraph) else None
         if source is not None:
             vm_json, self._vm_object = to_view_model(source, **vm_options)
         if expanded is None:
@@ -192,6 +207,15 @@ class Explorer(anywidget.AnyWidget):
         super().__init__(view_model=vm_json, options=display, expanded=list(expanded), scale=scale)
         self.frontend_errors: list[str] = []
         self._requests = {"to_dot": self._request_to_dot, "summary": lambda params: self.summary()}
+        if self.offers_what_if and self.graph is not None and vm_json:
+            from .whatif_offers import offered_changes
+
+            try:
+                offers = offered_changes(self.graph, vm_json["weights"], self._learner())
+            except Exception:  # an optional control must never break the explorer
+                offers = {}
+            self.what_if_changes = offers
+            self._requests["what_if"] = lambda p: self.run_what_if(p.get("weight"), p.get("change"))
         self.on_msg(self._on_custom_message)
 
     # --- Python -> front end ------------------------------------------------------------
@@ -242,11 +266,28 @@ class Explorer(anywidget.AnyWidget):
             )
         from etp_viz.learn import verify
 
-        vm_options = dict((self.view_model or {}).get("options") or {})
-        options.setdefault("algorithm", vm_options.get("algorithm") or DEFAULT_LEARNER)
+        options.setdefault("algorithm", self._learner())
         report = verify(self.graph.module_info.model, xs, ys, **options)
         self.verification = report.to_json()
         return report
+
+    def run_what_if(self, weight: str, change: str) -> dict[str, Any]:
+        """Run the "What if…" change ``change`` (an id of ``what_if_changes[weight]``, e.g.
+        ``"lift"``) with :func:`etp_viz.what_if` and show it in the page's result panel (the
+        ``what_if`` trait, returned too); a failure is shown there as its ``error``."""
+        from .whatif_offers import run_offer
+
+        if self.graph is None:
+            raise ValueError("what if needs the explorer of a model: etp_viz.show(model, x)")
+        self.what_if = run_offer(
+            self.graph, self.what_if_changes, str(weight), str(change), self._learner()
+        )
+        return self.what_if
+
+    def _learner(self) -> str:
+        """The learner whose claims the view shows."""
+        options = (self.view_model or {}).get("options") or {}
+        return str(options.get("algorithm") or DEFAULT_LEARNER)
 
     def push_live(self, name: str, values: Any, **meta: Any) -> None:
         """Send float32 data to live panel ``name`` (declared in ``live_panels``)."""
@@ -459,10 +500,18 @@ class Explorer(anywidget.AnyWidget):
 
     def frontend_state(self) -> dict[str, Any]:
         """The synced state the front end renders from (what saved HTML embeds)."""
-        names = ("view_model", "expanded", "selected", "highlight", "options", "error")
-        names += ("verification", "scale")
-        return {name: getattr(self, name) for name in names} | {
-            "live_panels": list(self.live_panels)
+        return {
+            "view_model": self.view_model,
+            "expanded": self.expanded,
+            "selected": self.selected,
+            "highlight": self.highlight,
+            "options": self.options,
+            "error": self.error,
+            "verification": self.verification,
+            "what_if_changes": self.what_if_changes,
+            "what_if": self.what_if,
+            "scale": self.scale,
+            "live_panels": list(self.live_panels),
         }
 
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
@@ -516,9 +565,6 @@ def _codes(weight: dict) -> str:
 
 
 def _status_label(weight: dict) -> str:
-    """ "online · exact", "readout · exact", "not learned" ... (the weights panel's words)."""
-    try:
-        from etp_viz.view.weights import status_text
-    except ImportError:
-        return str(weight.get("status", "?"))
-    return status_text(str(weight.get("status", "?")), str(weight.get("claim") or ""))
+    """ "online · exact", "readout · exact", "not learned" ... (the weights panel's words:
+    the view model's ``status_text``)."""
+    return str(weight.get("status_text") or weight.get("status", "?"))

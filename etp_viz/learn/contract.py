@@ -96,6 +96,14 @@ class OnlineLearner(Protocol):
 
 
 @runtime_checkable
+class ClaimFamilyMember(Protocol):
+    """Names whose gradient claims it makes: every learner, and every learner class (a class
+    attribute), so that a class is known by name before it is built."""
+
+    claim_family: str
+
+
+@runtime_checkable
 class TraceLearner(Protocol):
     """Eligibility traces over the compiled ETP graph (D-RTRL, ES-D-RTRL, e-prop, OSTL for
     feed-forward layers): the trace state, its executor and plan, per-weight trace views."""
@@ -171,7 +179,7 @@ def learner_bytes(learner: Any) -> dict[str, int]:
 
 
 def _leaves(tree: Any) -> list:
-    return [leaf for leaf in jax.tree.leaves(tree) if hasattr(leaf, "dtype")]
+    return [leaf for leaf in jax.tree.leaves(tree) if isinstance(leaf, jax.Array | np.ndarray)]
 
 
 # -- shared by both wings ------------------------------------------------------------------

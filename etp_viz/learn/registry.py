@@ -27,6 +27,7 @@ import brainstate
 from etp_viz.compiler.claims import DEFAULT_LEARNER, install_learner_directory
 
 from .contract import (
+    ClaimFamilyMember,
     ClaimRefiner,
     DecayingTraces,
     LearnerState,
@@ -39,6 +40,7 @@ from .contract import (
 
 __all__ = [
     "DEFAULT_LEARNER",
+    "EXACT_LEARNER",
     "LEARNERS",
     "ClaimRefiner",
     "DecayingTraces",
@@ -62,6 +64,8 @@ __all__ = [
 
 #: The exact reference a lesson measures every learner against: BPTT over each episode.
 REFERENCE_LEARNER = "bptt"
+#: the learner whose every online gradient is exact (its influence matrix is hidden x params)
+EXACT_LEARNER = "rtrl"
 
 #: The learner used when none is named: :data:`DEFAULT_LEARNER` (``"d_rtrl"``, defined beside
 #: the claims so that the compiler's defaults name the same learner).
@@ -148,8 +152,8 @@ def _bptt(model: Any, episode: int | None = None) -> Any:
     return _learn().BPTT(model, episode=episode)
 
 
-def _ostl_feedforward(model: Any, decay: Any = 0.9, mesh: Any = None) -> Any:
-    return _learn().OSTLFeedforward(model, decay, mesh=mesh)
+def _ostl_feedforward(model: Any, decay: Any = 0.9, mesh: Any = None, lift: bool = False) -> Any:
+    return _learn().OSTLFeedforward(model, decay, mesh=mesh, lift=lift)
 
 
 LEARNERS: dict[str, LearnerSpec] = {
@@ -159,7 +163,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "d_rtrl",
             lambda model, **kw: _learn().D_RTRL(model, **kw),
             "d_rtrl",
-            ("mesh", "vjp_method", "trace_dtype"),
+            ("mesh", "vjp_method", "trace_dtype", "lift"),
             ("drtrl", "param_dim"),
             summary="diagonal RTRL: one eligibility trace per weight entry",
             graph_claims=True,
@@ -168,7 +172,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "es_d_rtrl",
             _es_d_rtrl,
             "es_d_rtrl",
-            ("decay", "mesh", "vjp_method", "trace_dtype"),
+            ("decay", "mesh", "vjp_method", "trace_dtype", "lift"),
             ("pp_prop", "esdrtrl", "io_dim"),
             summary="D-RTRL with each trace factorised into input x output decaying averages",
             graph_claims=True,
@@ -177,7 +181,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "eprop",
             lambda model, **kw: _learn().EProp(model, **kw),
             "eprop",
-            ("mesh", "feedback", "kappa_filter_decay"),
+            ("mesh", "feedback", "kappa_filter_decay", "lift"),
             ("e_prop",),
             summary="e-prop (Bellec et al. 2020): D-RTRL traces, learning signal by feedback",
             graph_claims=True,
@@ -216,7 +220,7 @@ LEARNERS: dict[str, LearnerSpec] = {
             "ostl_feedforward",
             _ostl_feedforward,
             "ostl_feedforward",
-            ("decay", "mesh"),
+            ("decay", "mesh", "lift"),
             summary="OSTL for feed-forward layers: the factorised pre x post trace",
             graph_claims=True,
         ),
@@ -355,18 +359,36 @@ def name_of(algorithm: Any) -> str | None:
     """
     if isinstance(algorithm, str):
         return canonical_name(algorithm)
-    family = getattr(algorithm, "claim_family", None)
+    if not isinstance(algorithm, ClaimFamilyMember):
+        return None
+    family = algorithm.claim_family
     if family == "snap":
-        order = getattr(algorithm, "n", None)
+        order = algorithm.n if isinstance(algorithm, _learn().SnAp) else None
         return f"snap{order}" if isinstance(order, int) else None  # the class: no order yet
     return family if isinstance(family, str) and family in LEARNERS else None
 
 
 def _missing_members(candidate: Any) -> list[str]:
+    """The :class:`OnlineLearner` members ``candidate`` lacks (names listed, nothing called:
+    a property such as an influence learner's ``graph`` is not evaluated)."""
     members: tuple[str, ...] = ("model", "claim_family", "mesh", "graph", "param_states")
     members = (*members, "compile_graph", "reset_state", "reset_traces", "gradient_claims")
-    missing = [m for m in members if not hasattr(type(candidate), m) and not hasattr(candidate, m)]
+    present = set(dir(candidate))
+    missing = [m for m in members if m not in present]
     return missing if callable(candidate) else [*missing, "__call__"]
+
+
+def _check_learner(learner: Any, where: str) -> OnlineLearner:
+    """``learner`` when it has every :class:`OnlineLearner` member, else a TypeError naming
+    the missing ones."""
+    missing = _missing_members(learner)
+    if missing:
+        raise TypeError(
+            f"{where}: {type(learner).__name__} is not an online learner (it lacks {missing}; "
+            "see etp_viz.learn.registry.OnlineLearner). Pass one of "
+            f"{list(learner_names())} or an etp_viz learner (e.g. etp_viz.D_RTRL(model))."
+        )
+    return learner
 
 
 def resolve(
@@ -414,23 +436,24 @@ def resolve(
     mesh = defaults.get("mesh")
     if isinstance(algorithm, type):
         learner = algorithm(model, **({"mesh": mesh} if mesh is not None else {}), **options)
-    elif isinstance(algorithm, brainstate.nn.Module) and hasattr(algorithm, "compile_graph"):
+    elif isinstance(algorithm, brainstate.nn.Module):  # a built learner
+        built = _check_learner(algorithm, where)
         if options:
             raise TypeError(
                 f"{where}: option(s) {sorted(options)} for a built {type(algorithm).__name__}; "
                 "pass them when building it (or give the learner by name or class)."
             )
-        if getattr(algorithm, "model", None) is not model:
+        if built.model is not model:
             raise ValueError(
                 f"{where}: the {type(algorithm).__name__} instance was built for another model; "
                 "build it on this one, or pass its name or class."
             )
-        if mesh is not None and getattr(algorithm, "mesh", None) is not mesh:
+        if mesh is not None and built.mesh is not mesh:
             raise ValueError(
                 "mesh= applies to a learner given by name or class; build the instance with "
                 "it instead, e.g. etp_viz.D_RTRL(model, mesh=mesh)"
             )
-        learner = algorithm
+        learner = built
     elif callable(algorithm):
         learner = algorithm(model, **options)
     else:
@@ -438,13 +461,7 @@ def resolve(
             f"{where} must be a learner name ({list(learner_names())}), a learner class, a "
             f"factory `model -> learner` or a built learner; got {algorithm!r}."
         )
-    missing = _missing_members(learner)
-    if missing:
-        raise TypeError(
-            f"{where}: {type(learner).__name__} is not an online learner (it lacks {missing}; "
-            "see etp_viz.learn.registry.OnlineLearner). Pass one of "
-            f"{list(learner_names())} or an etp_viz learner (e.g. etp_viz.D_RTRL(model))."
-        )
+    _check_learner(learner, where)
     return learner
 
 

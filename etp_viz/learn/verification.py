@@ -36,9 +36,10 @@ from etp_viz.compiler.claims import (
     combine_leaf_claims,
 )
 from etp_viz.compiler.dataflow import leaf_name
+from etp_viz.compiler.graph import ETraceGraph
 
 from .bptt import bptt_gradients
-from .registry import DEFAULT_LEARNER
+from .registry import DEFAULT_LEARNER, OnlineLearner
 
 __all__ = ["VerifyReport", "VerifyRow", "verify"]
 
@@ -75,8 +76,9 @@ class VerifyRow:
     def to_json(self) -> dict[str, Any]:
         """Its fields (a non-finite number as None), ``verified`` and ``ok``: verified with
         no contradiction."""
+        values = dataclasses.asdict(self)
         fields = {
-            f.name: (_finite(getattr(self, f.name)) if f.type == "float" else getattr(self, f.name))
+            f.name: _finite(values[f.name]) if f.type == "float" else values[f.name]
             for f in dataclasses.fields(self)
         }
         ok = not self.contradiction and self.verified
@@ -265,9 +267,8 @@ def verify(
                 "is no online gradient to check. See etp_viz.compile_etrace_graph(model, "
                 "x).explain()."
             )
-        minfo = getattr(alg.graph, "module_info", None)  # an influence learner's StepGraph: none
-        if minfo is not None:
-            _check_loss(minfo, xs, ys, loss_fn, loss is None)
+        if isinstance(alg.graph, ETraceGraph):  # an influence learner's StepGraph has no jaxpr
+            _check_loss(alg.graph.module_info, xs, ys, loss_fn, loss is None)
         claims = _claims(alg)
         _restore(saved)
         true = bptt_gradients(model, xs, lambda outs: _total_loss(loss_fn, outs, ys))
@@ -290,9 +291,8 @@ def verify(
 def _claims(alg: Any) -> GradientClaims:
     """Every weight leaf's claim: the leaves of the compiler's verdicts (``graph.verdicts``),
     or an influence learner's own claims (read off its step, with or without an ETP graph)."""
-    own_claims = getattr(alg, "gradient_claims", None)
-    if own_claims is not None:
-        return own_claims()
+    if isinstance(alg, OnlineLearner):
+        return alg.gradient_claims()
     verdicts = alg.graph.verdicts(alg)
     return GradientClaims((k, c) for v in verdicts.values() for k, c in v.leaf_claims)
 
@@ -404,7 +404,7 @@ def _build(model: Any, algorithm: Any, options: dict, episode: int | None = None
                 f"verify() got option(s) {sorted(options)} for a built algorithm instance; "
                 "pass them when building it"
             )
-        if getattr(algorithm, "model", None) is not model:
+        if not isinstance(algorithm, OnlineLearner) or algorithm.model is not model:
             raise ValueError("the algorithm instance was built for another model")
         return algorithm
     if isinstance(algorithm, type):

@@ -26,8 +26,10 @@ own states are the same for all).
 from __future__ import annotations
 
 import copy
+import functools
 import statistics
 import time
+import types
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,7 +42,7 @@ from etp_viz.learn.registry import learner_bytes
 from .history import History
 from .runner import Runner
 from .session import SESSION_OPTIONS, Session
-from .sources import DataSource, apply_recipe, check_options, live_algorithm_name
+from .sources import DataSource, assemble_session, live_algorithm_name, session_options
 
 __all__ = ["COMPARE_OPTIONS", "Comparison", "SharedStream", "learner_state_bytes"]
 
@@ -98,9 +100,9 @@ def learner_state_bytes(algorithm: Any, model: Any) -> int:
 def _label(algorithm: Any) -> str:
     if isinstance(algorithm, str):
         return live_algorithm_name(algorithm)
-    name = getattr(algorithm, "__name__", None) or getattr(
-        getattr(algorithm, "func", None), "__name__", type(algorithm).__name__
-    )
+    target = algorithm.func if isinstance(algorithm, functools.partial) else algorithm
+    named = isinstance(target, type | types.FunctionType | types.MethodType)
+    name = target.__name__ if named else type(algorithm).__name__
     return "custom" if name == "<lambda>" else str(name).lower()
 
 
@@ -152,9 +154,9 @@ class Comparison(Runner[dict[str, History]]):
     """
 
     def __init__(self, model: Any, x: Any, algorithms: Any, **options: Any) -> None:
-        check_options(options, COMPARE_OPTIONS, "Comparison")
         super().__init__()
-        opts = apply_recipe({**COMPARE_OPTIONS, **options})  # the task's recipe: one for all
+        # checked once, the task's recipe filled in once: one value for every algorithm
+        opts = session_options(options, COMPARE_OPTIONS, "Comparison")
         algorithms = _check_algorithms(algorithms)
         if not any(True for _ in model.states(brainstate.HiddenState).values()):
             brainstate.nn.init_all_states(model)
@@ -168,7 +170,7 @@ class Comparison(Runner[dict[str, History]]):
         if opts["data"] is not None and DataSource(opts["data"]).kind == "iterable":
             self.stream = SharedStream(opts["data"])
             opts = {**opts, "data": self.stream}
-        session_opts = {k: v for k, v in opts.items() if k in SESSION_OPTIONS}
+        session_opts = {k: opts.get(k, default) for k, default in SESSION_OPTIONS.items()}
         session_opts["steps_per_frame"] = "auto"  # frames inside a session's step(n)
         labels = [_label(a) for a in algorithms]
         self.sessions: dict[str, Session] = {}
@@ -179,7 +181,8 @@ class Comparison(Runner[dict[str, History]]):
             clone = copy.deepcopy(model)
             learner = algorithm if isinstance(algorithm, str) else algorithm(clone)
             try:
-                self.sessions[label] = Session(clone, x, algorithm=learner, **session_opts)
+                parts = assemble_session(clone, x, {**session_opts, "algorithm": learner})
+                self.sessions[label] = Session(clone, x, parts=parts)
             except Exception as error:
                 raise type(error)(f"compare mode, algorithm {label!r}: {error}") from error
         self.labels = list(self.sessions)
@@ -194,6 +197,10 @@ class Comparison(Runner[dict[str, History]]):
         """The step every running session has reached (the slowest, after a failure)."""
         counts = [s.step_count for s in self.sessions.values() if not s.halted]
         return min(counts) if counts else max(s.step_count for s in self.sessions.values())
+
+    @property
+    def position(self) -> int:
+        return int(self.step_count)
 
     @property
     def halted(self) -> bool:

@@ -316,7 +316,8 @@ def verify_session(
     from etp_viz.learn import verify
 
     model = session.model
-    options.setdefault("algorithm", _verify_learner(session, options))
+    if "algorithm" not in options:  # a learner given explicitly takes no session decay
+        options["algorithm"] = _verify_learner(session, options)
     if xs is not None:
         return verify(model, xs, ys, **options)
     if session.running:

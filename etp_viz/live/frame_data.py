@@ -22,13 +22,15 @@ with its target); the fidelity meter's replays on the host (:meth:`Episodes.rese
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import brainstate
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from etp_viz.tasks.base import Task
 
 from .sources import DataSource, UserCodeError
 
@@ -124,16 +126,17 @@ def stack_pairs(pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     return xs, ys
 
 
-def _task_frame(task: Any, start: int, n: int) -> tuple[Any, Any] | None:
+def _task_frame(task: Task, start: int, n: int) -> tuple[Any, Any] | None:
     """Steps ``start..start+n-1`` of a teaching task's stream, from cached numpy episodes
-    (``task.sample_numpy`` where the task has it: no device round trip per episode)."""
-    length = getattr(task, "n_steps", None)
-    if not (isinstance(length, int) and hasattr(task, "sample") and hasattr(task, "seed")):
+    (``task.sample_numpy`` unless a subclass overrides ``sample`` below it: no device round
+    trip per episode)."""
+    length = task.n_steps
+    if not isinstance(length, int):
         return None
-    sample = task.sample
-    owner = next((c for c in type(task).__mro__ if "sample_numpy" in c.__dict__), None)
-    if owner is not None and type(task).sample is getattr(owner, "sample", None):  # not overridden
-        sample = task.sample_numpy
+    mro = type(task).__mro__
+    below = mro[: next(i for i, c in enumerate(mro) if "sample_numpy" in vars(c))]
+    overridden = any("sample" in vars(c) for c in below)  # a subclass's own episodes
+    sample: Callable[..., tuple] = task.sample if overridden else task.sample_numpy
     cache = task.__dict__.setdefault("_etp_viz_frame_cache", {})
     first = start // length
     for old in [e for e in cache if e < first or e > first + n // length + 1]:
@@ -143,7 +146,7 @@ def _task_frame(task: Any, start: int, n: int) -> tuple[Any, Any] | None:
     while t < start + n:
         episode, within = divmod(t, length)
         if episode not in cache:
-            sampled = sample((task.seed, episode), getattr(task, "batch_size", None))
+            sampled = sample((task.seed, episode), task.batch_size)
             cache[episode] = tuple(np.asarray(a) for a in sampled)
         take = min(length - within, start + n - t)
         xs.append(cache[episode][0][within : within + take])
@@ -184,17 +187,15 @@ def resettable(state: Any, value: Any) -> Any:
     """
     if isinstance(state, brainstate.ParamState):
         return None
-    random_state = getattr(brainstate.random, "RandomState", None)
-    if random_state is not None and isinstance(state, random_state):
+    if isinstance(state, brainstate.random.RandomState):
         return None
 
     def leaf_mask(path: tuple, leaf: Any) -> bool:
-        dtype = getattr(leaf, "dtype", None)
-        if dtype is None:
-            dtype = np.asarray(leaf).dtype
+        dtype = leaf.dtype if isinstance(leaf, jax.Array | np.ndarray) else np.asarray(leaf).dtype
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
             return False
-        named_key = bool(path) and str(getattr(path[-1], "key", "")) == "key"
+        last = path[-1] if path else None
+        named_key = isinstance(last, jax.tree_util.DictKey) and str(last.key) == "key"
         if named_key and jnp.issubdtype(dtype, jnp.unsignedinteger):
             return False
         return bool(jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_))
@@ -237,22 +238,21 @@ class Episodes:
 
     @classmethod
     def of(
-        cls, task: Any, reset: bool | None, states: Iterable[tuple[Any, Any]]
+        cls, task: Task | None, reset: bool | None, states: Iterable[tuple[Any, Any]]
     ) -> Episodes | None:
         """A session's episodes: ``reset`` (None: the task's ``episodic``), else None.
 
         A reset asked for without a task is a ValueError (there are no episodes)."""
         if reset is None:
-            reset = bool(getattr(task, "episodic", False))
+            reset = task is not None and task.episodic
         if not reset:
             return None
-        length = getattr(task, "n_steps", None) if task is not None else None
-        if length is None:
+        if task is None:
             raise ValueError(
                 "episode_reset=True needs episodes: give a teaching task (task=...), whose "
                 "n_steps is the episode length, or leave episode_reset at None."
             )
-        return cls(int(length), states)
+        return cls(int(task.n_steps), states)
 
     def starts(self, first_step: int, n_steps: int) -> np.ndarray:
         """``(n_steps,)`` bool: which of the steps ``first_step, first_step + 1, ...`` start

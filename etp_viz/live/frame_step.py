@@ -312,7 +312,7 @@ def snapshot_states(states: list[Any]) -> list[tuple[Any, Any]]:
     """``[(state, value)]`` of every state a frame may write, plus the global random key
     (JAX arrays are immutable and the frame donates none of them: references suffice)."""
     saved = [(state, state.value) for state in states]
-    default_rng = getattr(brainstate.random, "DEFAULT", None)
+    default_rng = brainstate.random.DEFAULT
     if isinstance(default_rng, brainstate.State) and all(s is not default_rng for s in states):
         saved.append((default_rng, default_rng.value))
     return saved

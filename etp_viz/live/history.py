@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from etp_viz.tasks.base import Task
+
 from .overview import OVERVIEW_BUCKETS, Overview, bucket_stats
 
 __all__ = [
@@ -77,19 +79,23 @@ TRACE_KINDS = ("trace", "trace_x", "trace_f")
 ACTIVITY_KEEP = 2048
 
 
-def task_levels(task: Any) -> dict[str, Any]:
+def task_levels(task: Task | None) -> dict[str, Any]:
     """What a plot of a run on ``task`` needs besides the numbers (``History.meta``):
     ``episode`` (steps per episode: the smoothing window), ``chance_loss`` and
     ``chance_accuracy`` (the levels of a guess that ignores the input), those it has."""
     out: dict[str, Any] = {}
     if task is None:
         return out
-    steps = getattr(task, "n_steps", None)
+    steps = task.n_steps
     if isinstance(steps, int) and steps > 1:
         out["episode"] = steps
-    for name in ("chance_loss", "chance_accuracy"):
+    levels = {
+        "chance_loss": lambda: task.chance_loss,
+        "chance_accuracy": lambda: task.chance_accuracy,
+    }
+    for name, level in levels.items():
         try:
-            value = getattr(task, name, None)
+            value = level()
         except Exception:  # noqa: BLE001 - a task that cannot say: no chance line
             value = None
         if isinstance(value, int | float) and np.isfinite(value):

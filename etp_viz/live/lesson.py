@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from etp_viz.learn.registry import REFERENCE_LEARNER
+from etp_viz.tasks.base import Task
 
 from .history import LESSON_EPISODES, History, episode_scores
 
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-def lesson_budget(task: Any) -> int | None:
+def lesson_budget(task: Task | None) -> int | None:
     """The step budget of a task's recipe (``task.recipe().steps``); None without a task or
     a recipe (Run then goes on until paused).
 
@@ -58,10 +59,9 @@ def lesson_budget(task: Any) -> int | None:
     >>> lesson_budget(etp_viz.tasks.get_task("delayed_recall")), lesson_budget(None)
     (4000, None)
     """
-    recipe = getattr(task, "recipe", None)
-    if task is None or not callable(recipe):
+    if task is None:
         return None
-    steps = getattr(recipe(), "steps", None)
+    steps = task.recipe().steps
     return int(steps) if isinstance(steps, int) and steps > 0 else None
 
 

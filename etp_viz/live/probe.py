@@ -8,7 +8,7 @@ are listed in :attr:`Probe.unavailable` instead of being made up.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import brainstate
 import jax
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from etp_viz.learn.registry import StepRecorder, TraceLearner, learner_states
+from etp_viz.tasks.base import Task
 
 __all__ = ["ACTIVITY_UNITS", "Probe", "path_name", "task_accuracy", "tree_norm"]
 
@@ -68,7 +69,7 @@ class Probe:
         The model it trains (its states are not traces).
     """
 
-    def __init__(self, algorithm: Any, model: Any, task: Any = None) -> None:
+    def __init__(self, algorithm: Any, model: Any, task: Task | None = None) -> None:
         self.param_states = {path_name(p): s for p, s in dict(algorithm.param_states).items()}
         self.relation_names: dict[str, list[str]] = {}
         self.etrace = algorithm.etrace if isinstance(algorithm, TraceLearner) else None
@@ -310,14 +311,13 @@ def masked_accuracy(y_pred: jax.Array, y_target: jax.Array) -> tuple[jax.Array, 
     return jnp.sum(hit & labelled), jnp.sum(labelled)
 
 
-def task_accuracy(task: Any) -> Any:
+def task_accuracy(task: Task | None) -> Any:
     """The per-step ``(n_correct, n_labelled)`` function of a classification task
-    (``task.is_classification``): ``task.accuracy``, else :func:`masked_accuracy`; None for
-    anything else (a regression task, custom data)."""
-    if task is None or not getattr(task, "is_classification", False):
+    (``task.is_classification``): ``task.accuracy``; None for anything else (a regression
+    task, custom data)."""
+    if task is None or not task.is_classification:
         return None
-    accuracy = getattr(task, "accuracy", None)
-    return accuracy if callable(accuracy) else masked_accuracy
+    return task.accuracy
 
 
 # -- activity views: a few units, every step --------------------------------------------------
@@ -331,17 +331,29 @@ def _first_rows(value: Any, count: int) -> jax.Array:
     return value.reshape(-1, value.shape[-1])[0, :count]
 
 
-def _module_at(model: Any, path: str) -> Any:
+def module_at(model: Any, parts: Any) -> Any:
+    """The module at a state path's module ``parts`` (``("rnn",)`` of ``rnn.V``), None where
+    they lead nowhere. Names are attributes of the user's modules; a list of layers is indexed
+    (``layers.0.V``: an int part or a digit string)."""
     owner = model
-    for part in path.split(".")[:-1]:
-        try:  # a list of layers is indexed (``layers.0.V``)
-            owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
+    for part in parts:
+        index = part if isinstance(part, int) else int(part) if str(part).isdigit() else None
+        try:
+            owner = owner[index] if index is not None else getattr(owner, str(part))
         except (AttributeError, IndexError, KeyError, TypeError):
             return None
     return owner
 
 
-def _activity_plan(algorithm: Any, model: Any, probe: Probe, task: Any) -> dict[str, Any]:
+@runtime_checkable
+class SpikingLayer(Protocol):
+    """A layer whose membrane potential ``V`` crosses a threshold: ``spike()`` gives its
+    spikes (:class:`etp_viz.nn.LIF`, ALIF and the user's own)."""
+
+    def spike(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def _activity_plan(algorithm: Any, model: Any, probe: Probe, task: Task | None) -> dict[str, Any]:
     """What the activity views record every step (a handful of numbers):
 
     - ``activity/hidden``: the first :data:`ACTIVITY_UNITS` units of the first hidden state of
@@ -362,8 +374,8 @@ def _activity_plan(algorithm: Any, model: Any, probe: Probe, task: Any) -> dict[
     hidden = probe.hidden_states
     spiking = None
     for path, state in hidden.items():
-        layer = _module_at(model, path)
-        if path.endswith(".V") and callable(getattr(layer, "spike", None)):
+        layer = module_at(model, path.split(".")[:-1])
+        if path.endswith(".V") and isinstance(layer, SpikingLayer):
             spiking = (path, state, layer)
             break
     if spiking is not None:
@@ -376,7 +388,7 @@ def _activity_plan(algorithm: Any, model: Any, probe: Probe, task: Any) -> dict[
         plan["spec"]["activity/hidden"] = (min(units, ACTIVITY_UNITS),)
         if plan["layer"] is not None:
             plan["spec"]["activity/spikes"] = (min(units, ACTIVITY_UNITS),)
-    outputs = getattr(task, "output_size", None)
+    outputs = task.output_size if task is not None else None
     if isinstance(outputs, int) and outputs > 0:
         plan["spec"]["activity/output"] = (min(outputs, ACTIVITY_OUTPUTS),)
         plan["spec"]["activity/target"] = (min(outputs, ACTIVITY_OUTPUTS),)

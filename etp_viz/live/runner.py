@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, Self, TypeVar
 
-from .sources import UserCodeError
+from .sources import UserCodeError, frame_option
 
 __all__ = [
     "AUTO_FIRST_FRAME",
@@ -158,7 +158,7 @@ class Runner(Generic[ResultT]):
     @property
     def position(self) -> int:
         """The step reached (``step_count`` of a session or a comparison)."""
-        return int(getattr(self, "step_count", 0))
+        raise NotImplementedError
 
     @property
     def budget_reached(self) -> bool:
@@ -237,26 +237,6 @@ RECORD_SECONDS = 2e-3
 MIN_RECORD_EVERY = 32
 #: Timed frames the step-time estimate looks back on.
 WINDOW = 4
-
-
-def frame_option(value: int | str, name: str) -> int | str:
-    """``'auto'`` or a positive int, else a ValueError naming the option.
-
-    >>> frame_option("auto", "record_every"), frame_option(8, "record_every")
-    ('auto', 8)
-    """
-    if value == "auto":
-        return value
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1 or isinstance(value, bool) or number != value:
-        raise ValueError(
-            f"`{name}` must be 'auto' or a positive integer, got {value!r}. Example: "
-            f"Session(model, x, task=task, {name}=64)."
-        )
-    return number
 
 
 def _power_of_two_below(value: float) -> int:

@@ -57,6 +57,7 @@ from typing import Any
 import brainstate
 import jax
 
+from etp_viz.compiler.graph import ETraceGraph
 from etp_viz.learn.etp.base import describe_mesh
 from etp_viz.learn.influence.tbptt import BPTT
 from etp_viz.learn.registry import DEFAULT_LEARNER, OnlineLearner, name_of
@@ -72,17 +73,15 @@ from .frame_step import (
     snapshot_states,
 )
 from .history import History, load_history, summary_text, task_levels
-from .probe import Probe
-from .recorder import Recorder
-from .runner import FRAME_SECONDS, Pacer, Runner, frame_option
+from .runner import FRAME_SECONDS, Pacer, Runner
 from .sources import (
     DataSource,
+    SessionParts,
     UserCodeError,
-    apply_recipe,
-    build_algorithm,
-    check_options,
-    optimizer_from_options,
+    assemble_session,
+    checked_task,
     resolve_loss,
+    session_options,
 )
 
 __all__ = ["FRAME_SECONDS", "SESSION_OPTIONS", "Session", "UserCodeError", "load_history"]
@@ -166,49 +165,29 @@ class Session(Runner[History]):
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"batch"`` axis (states and traces sharded, weights
         replicated; :mod:`etp_viz.learn.etp.base`); the status line names the devices.
+    parts : SessionParts, optional
+        Instead of the options: a session already assembled from them
+        (:func:`~etp_viz.live.sources.assemble_session`; compare mode builds its sessions so).
     """
 
-    def __init__(self, model: Any, x: Any, **options: Any) -> None:
-        check_options(options, SESSION_OPTIONS, "Session")
+    def __init__(
+        self, model: Any, x: Any, *, parts: SessionParts | None = None, **options: Any
+    ) -> None:
+        if parts is None:  # ``parts``: assembled by compare mode (one options check for all)
+            opts = session_options(options, SESSION_OPTIONS, "Session")
+            parts = assemble_session(model, x, opts)
+        elif options:
+            raise TypeError(f"Session(parts=...) takes no other option, got {sorted(options)}")
         super().__init__()
-        opts = apply_recipe({**SESSION_OPTIONS, **options})
-        spf = frame_option(opts["steps_per_frame"], "steps_per_frame")
-        every = frame_option(opts["record_every"], "record_every")
-        if opts["task"] is not None and opts["data"] is not None:
-            raise ValueError("Give either `task` or `data`, not both.")
-        source = opts["data"] if opts["data"] is not None else opts["task"]
-        if source is None:
-            raise ValueError(
-                "A live session needs data: `task=etp_viz.tasks.SineRegression()` or "
-                "`data=lambda t: (x_t, y_t)`."
-            )
+        opts = self.options = parts.options
         self.model = model
         self.example_input = x
-        self.options = opts
-        self.data = DataSource(source)
-        self.loss_fn = resolve_loss(opts["loss"], opts["task"])
-        self.optimizer = optimizer_from_options(opts)
-        if not any(True for _ in model.states(brainstate.HiddenState).values()):
-            brainstate.nn.init_all_states(model)
-        task = opts["task"]
-        episode = getattr(task, "n_steps", None) if task is not None else None
-        self.algorithm: OnlineLearner = build_algorithm(
-            model,
-            opts["algorithm"],
-            opts["decay"],
-            opts["mesh"],
-            int(opts["bptt_window"]),
-            episode=episode,
-        )
-        self.algorithm.compile_graph(x)
-        self.probe = Probe(self.algorithm, model, task=opts["task"])
+        self.data, self.loss_fn, self.optimizer = parts.data, parts.loss, parts.optimizer
+        self.algorithm: OnlineLearner = parts.algorithm
+        self.probe, self.recorder = parts.probe, parts.recorder
         self.params = self.probe.param_states
-        capacity = max(int(opts["capacity"]), 1 if spf == "auto" else int(spf))
-        self._pacer = Pacer(spf, every, capacity)
-        spec, dense = self.probe.spec(), tuple(self.probe.dense_spec())
-        self.recorder = Recorder(
-            spec, capacity=capacity, checks=tuple(self.probe.checks()), dense=dense
-        )
+        self._pacer = Pacer(opts["steps_per_frame"], opts["record_every"], self.recorder.capacity)
+        task = checked_task(opts["task"])
         self._states_cache: list[brainstate.State] | None = None
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
         #: the episode resets (None: one continuing stream)
@@ -266,10 +245,13 @@ class Session(Runner[History]):
             "traces": list(self.probe.trace_states),
             "unavailable": list(self.probe.unavailable),
             "relations": dict(self.probe.relation_names),
-            "num_relations": len(getattr(graph, "hidden_param_op_relations", ()) or ()),
+            # an influence learner's StepGraph (the ETP compiler refused the model) has none
+            "num_relations": (
+                len(graph.hidden_param_op_relations) if isinstance(graph, ETraceGraph) else 0
+            ),
             "steps_per_frame": "auto" if self._pacer.auto_frames else self.steps_per_frame,
             "record_every": "auto" if self._pacer.auto_every else self.record_every,
-            **task_levels(self.options["task"]),
+            **task_levels(checked_task(self.options["task"])),
         }
 
     @property
@@ -292,6 +274,10 @@ class Session(Runner[History]):
     def record_every(self, value: int) -> None:
         self._pacer.record_every = max(1, int(value))
         self._pacer.auto_every = False
+
+    @property
+    def position(self) -> int:
+        return int(self.step_count)
 
     @property
     def halted(self) -> bool:

@@ -1,4 +1,5 @@
-"""Where a live session gets its data, loss, optimizer and algorithm from (option plumbing).
+"""Where a live session gets its data, loss, optimizer and algorithm from (option plumbing),
+and the one function that assembles a session from its options (:func:`assemble_session`).
 
 Everything here turns a user's option into one small callable, and wraps user code so that an
 exception in it becomes a :class:`UserCodeError` naming the function and the step.
@@ -6,23 +7,32 @@ exception in it becomes a :class:`UserCodeError` naming the function and the ste
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import brainstate
 import jax.numpy as jnp
 
 from etp_viz.learn.registry import OnlineLearner, canonical_name, learner_names, resolve
-from etp_viz.tasks.base import UPDATE_MODES
+from etp_viz.tasks.base import UPDATE_MODES, Task
+
+from .probe import Probe
+from .recorder import Recorder
 
 __all__ = [
     "LIVE_ALGORITHMS",
     "DataSource",
     "RECIPE_OPTIONS",
+    "SessionParts",
     "UserCodeError",
     "apply_recipe",
+    "assemble_session",
     "build_algorithm",
     "check_options",
+    "frame_option",
+    "session_options",
     "build_optimizer",
     "optimizer_name",
     "optimizer_from_options",
@@ -89,7 +99,7 @@ class DataSource:
 
     @staticmethod
     def _kind_of(data: Any) -> str:
-        if hasattr(data, "step_data"):
+        if isinstance(data, Task):
             return "task"
         if callable(data):
             return "function"
@@ -170,10 +180,22 @@ def mse_loss(output: Any, target: Any) -> Any:
     return jnp.mean((jnp.asarray(output) - jnp.asarray(target)) ** 2)
 
 
-def resolve_loss(loss: Callable | None, task: Any) -> Callable:
+def checked_task(task: Any) -> Task | None:
+    """``task`` when it is a teaching task (:class:`~etp_viz.tasks.Task`) or None; anything
+    else is a TypeError saying what to give instead."""
+    if task is None or isinstance(task, Task):
+        return task
+    raise TypeError(
+        f"`task` must be a teaching task (an etp_viz.tasks.Task, e.g. "
+        f"etp_viz.tasks.get_task('sine')), got {type(task).__name__}; give your own data "
+        "as `data=lambda t: (x_t, y_t)` or an iterable of pairs."
+    )
+
+
+def resolve_loss(loss: Callable | None, task: Task | None) -> Callable:
     """The user's loss, else the task's ``loss``, else MSE; checked to take two arguments."""
-    if loss is None:
-        loss = getattr(task, "loss", None) if task is not None else None
+    if loss is None and task is not None:
+        loss = task.loss
     if loss is None:
         return mse_loss
     if not callable(loss):
@@ -213,11 +235,11 @@ def apply_recipe(options: dict[str, Any]) -> dict[str, Any]:
     ...               "bptt_window": None, "task": None})["optimizer"]
     'sgd'
     """
-    recipe = getattr(options.get("task"), "recipe", None)
-    recipe = recipe() if callable(recipe) else None
+    task = checked_task(options.get("task"))
     defaults = dict(RECIPE_OPTIONS)
-    if recipe is not None:
-        defaults = {key: getattr(recipe, key) for key in RECIPE_OPTIONS}
+    if task is not None:
+        recipe = dataclasses.asdict(task.recipe())
+        defaults = {key: recipe[key] for key in RECIPE_OPTIONS}
     optimizer = options.get("optimizer")
     if optimizer is not None and not isinstance(optimizer, str):
         if options.get("learning_rate") is not None:
@@ -260,6 +282,16 @@ def optimizer_name(name: str) -> str:
     )
 
 
+@runtime_checkable
+class Optimizer(Protocol):
+    """What a session needs of an optimizer: optax's ``init`` / ``update`` pair (an optax
+    ``GradientTransformation``, or an object with both, like ``optax.MultiSteps``)."""
+
+    def init(self, params: Any) -> Any: ...
+
+    def update(self, updates: Any, state: Any, params: Any = None) -> Any: ...
+
+
 def build_optimizer(
     optimizer: Any,
     learning_rate: float | None,
@@ -282,7 +314,7 @@ def build_optimizer(
         transform = optax.sgd(learning_rate)
     elif isinstance(optimizer, str):
         transform = getattr(optax, optimizer_name(optimizer))(learning_rate)
-    elif hasattr(optimizer, "init") and hasattr(optimizer, "update"):
+    elif isinstance(optimizer, Optimizer):
         transform = optimizer
     else:
         raise TypeError(
@@ -305,7 +337,8 @@ def build_optimizer(
 def optimizer_from_options(options: dict[str, Any]) -> Any:
     """:func:`build_optimizer` from a session's options (after :func:`apply_recipe`): the
     episode of ``update="episode"`` is the task's ``n_steps``."""
-    episode_steps = getattr(options.get("task"), "n_steps", None)
+    task = checked_task(options.get("task"))
+    episode_steps = task.n_steps if task is not None else None
     return build_optimizer(
         options["optimizer"], options["learning_rate"], options["update"], episode_steps
     )
@@ -352,3 +385,86 @@ def check_options(options: dict[str, Any], valid: dict[str, Any], where: str) ->
         raise TypeError(
             f"{where}() got unknown option(s) {unknown}. Valid options: {sorted(valid)}."
         )
+
+
+def frame_option(value: int | str, name: str) -> int | str:
+    """``'auto'`` or a positive int, else a ValueError naming the option.
+
+    >>> frame_option("auto", "record_every"), frame_option(8, "record_every")
+    ('auto', 8)
+    """
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool) or number != value:
+        raise ValueError(
+            f"`{name}` must be 'auto' or a positive integer, got {value!r}. Example: "
+            f"Session(model, x, task=task, {name}=64)."
+        )
+    return number
+
+
+def session_options(options: dict[str, Any], valid: dict[str, Any], where: str) -> dict[str, Any]:
+    """A session's (or a comparison's) options, checked and complete: an unknown keyword is a
+    TypeError listing ``valid`` (the options with their defaults), the task's recipe fills
+    what is left at None (:func:`apply_recipe`), the frame options are ``'auto'`` or positive
+    and exactly one of ``task`` / ``data`` is given."""
+    check_options(options, valid, where)
+    opts = apply_recipe({**valid, **options})
+    for name in ("steps_per_frame", "record_every"):
+        frame_option(opts[name], name)
+    if opts["task"] is not None and opts["data"] is not None:
+        raise ValueError("Give either `task` or `data`, not both.")
+    if opts["task"] is None and opts["data"] is None:
+        raise ValueError(
+            "A live session needs data: `task=etp_viz.tasks.SineRegression()` or "
+            "`data=lambda t: (x_t, y_t)`."
+        )
+    return opts
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionParts:
+    """What a live session runs, assembled by :func:`assemble_session` from its checked
+    ``options``: the data source, the loss, the optimizer, the learner (compiled), the probe
+    (what a step measures) and the recorder (the on-device buffers of a frame)."""
+
+    options: dict[str, Any]
+    data: DataSource
+    loss: Callable
+    optimizer: Any
+    algorithm: OnlineLearner
+    probe: Probe
+    recorder: Recorder
+
+
+def assemble_session(model: Any, x: Any, options: dict[str, Any]) -> SessionParts:
+    """The parts of a session of ``model`` on example input ``x`` (one step), from options
+    checked by :func:`session_options`: each part is built from the options and the parts
+    before it, and none holds the session. The model's states are initialised when it has
+    none. :class:`~etp_viz.live.session.Session` and compare mode's sessions are built on it.
+    """
+    task = checked_task(options["task"])
+    data = DataSource(options["data"] if options["data"] is not None else task)
+    loss = resolve_loss(options["loss"], task)
+    optimizer = optimizer_from_options(options)
+    if not any(True for _ in model.states(brainstate.HiddenState).values()):
+        brainstate.nn.init_all_states(model)
+    algorithm = build_algorithm(
+        model,
+        options["algorithm"],
+        options["decay"],
+        options["mesh"],
+        int(options["bptt_window"]),
+        episode=task.n_steps if task is not None else None,
+    )
+    algorithm.compile_graph(x)
+    probe = Probe(algorithm, model, task=task)
+    frame = options["steps_per_frame"]
+    capacity = max(int(options["capacity"]), 1 if frame == "auto" else int(frame))
+    spec, dense = probe.spec(), tuple(probe.dense_spec())
+    recorder = Recorder(spec, capacity=capacity, checks=tuple(probe.checks()), dense=dense)
+    return SessionParts(options, data, loss, optimizer, algorithm, probe, recorder)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import brainstate
 import jax
@@ -180,6 +180,17 @@ class Task:
 
     seed: int = 0
     batch_size: int | None = None
+
+    if TYPE_CHECKING:  # every subclass provides these (a field, a class constant or a property)
+
+        @property
+        def input_size(self) -> int: ...
+
+        @property
+        def output_size(self) -> int: ...
+
+        @property
+        def n_steps(self) -> int: ...
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and int(self.batch_size) < 1:

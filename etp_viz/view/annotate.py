@@ -1,20 +1,25 @@
 """The ETraceGraph part of the view model: state roles, groups, relations, weights, diagnostics.
 
-Reads the compiler's public objects only (``module_info``, ``hidden_groups``,
-``hidden_param_op_relations``, ``hidden_perturb``, ``readout_params``, ``diagnostics``); every
-field is read with a default so a partial graph (e.g. a bare ``ModuleInfo``) still renders.
+Reads the compiler's public, typed objects only (:class:`~etp_viz.compiler.graph.ETraceGraph`:
+``module_info``, ``hidden_groups``, ``hidden_param_op_relations``, ``hidden_perturb``,
+``readout_params``, ``bypass_eqn_indices``, ``diagnostics``; their optional fields have
+defaults in the compiler's NamedTuples).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import brainstate
 
 from etp_viz._compat import is_var
+from etp_viz.compiler.diagnostics import CompilationRecord
+from etp_viz.compiler.graph import ETraceGraph
 
 from .nodes import JaxprGraphBuilder, Role, default_is_etp, path_text, role_node_id
 from .types import (
+    Badge,
     BypassInfo,
     Cluster,
     DiagnosticInfo,
@@ -29,19 +34,15 @@ from .weights import classify_weights
 __all__ = ["Annotator", "build_from_etrace_graph"]
 
 
-def _enum_text(value: Any) -> str:
-    return str(getattr(value, "value", None) or str(value)).lower()
-
-
 class Annotator:
     """Holds the builder and the id maps shared by every annotation step."""
 
-    def __init__(self, graph: Any, options: dict[str, Any]) -> None:
+    def __init__(self, graph: ETraceGraph, options: dict[str, Any]) -> None:
         self.graph = graph
         self.minfo = graph.module_info
         self.options = options
-        self.groups = list(getattr(graph, "hidden_groups", ()) or ())
-        self.relations = list(getattr(graph, "hidden_param_op_relations", ()) or ())
+        self.groups = list(graph.hidden_groups)
+        self.relations = list(graph.hidden_param_op_relations)
         self.group_of = {path_text(p): g.index for g in self.groups for p in g.hidden_paths}
         self._index: _GraphIndex | None = None
         #: nodes and edges examined by the index queries (a linear pass keeps this O(graph))
@@ -156,14 +157,14 @@ class Annotator:
                         self.builder.update_node(node_id, cluster=cluster, group=g.index)
                         if not node_id.startswith("pt:"):
                             ends.append(node_id)
-            inner = self.with_nested(self.eqn_ids(getattr(g, "transition_eqn_indices", ())))
+            inner = self.with_nested(self.eqn_ids(g.transition_eqn_indices))
             nodes = tuple(dict.fromkeys([*ends[::2], *inner, *ends[1::2]]))
             infos.append(
                 GroupInfo(
                     index=g.index,
                     hidden_paths=tuple(paths),
-                    num_state=int(getattr(g, "num_state", len(paths))),
-                    varshape=tuple(int(d) for d in getattr(g, "varshape", ())),
+                    num_state=int(g.num_state),
+                    varshape=tuple(int(d) for d in g.varshape),
                     cluster=cluster,
                     transition_nodes=nodes,
                     transition_edges=self.edges_among(nodes),
@@ -174,15 +175,15 @@ class Annotator:
     def relation_infos(self) -> list[RelationInfo]:
         infos = []
         for k, r in enumerate(self.relations):
-            node = self.eqn_id(getattr(r, "eqn_index", -1))
-            hidden = [path_text(p) for p in getattr(r, "connected_hidden_paths", ())]
-            tail = [i for i in getattr(r, "path_eqn_indices", ()) if i != r.eqn_index]
+            node = self.eqn_id(r.eqn_index)
+            hidden = [path_text(p) for p in r.connected_hidden_paths]
+            tail = [i for i in r.path_eqn_indices if i != r.eqn_index]
             outs = [h for h in map(self.hidden_out_id, hidden) if h]
             slice_nodes = (*self.with_nested(self.eqn_ids(tail)), *outs)
             infos.append(
                 RelationInfo(
                     id=f"r{k}",
-                    primitive=str(getattr(r.primitive, "name", r.primitive)),
+                    primitive=str(r.primitive.name),
                     node=node,
                     weight_paths=tuple(
                         dict.fromkeys(path_text(p) for p in r.trainable_paths.values())
@@ -196,10 +197,10 @@ class Annotator:
         return infos
 
     def perturbation_infos(self) -> list[PerturbInfo]:
-        perturb = getattr(self.graph, "hidden_perturb", None)
+        perturb = self.graph.hidden_perturb
         if perturb is None:
             return []
-        producers = getattr(perturb, "hidden_producer_eqn_indices", {}) or {}
+        producers = perturb.hidden_producer_eqn_indices or {}
         infos = []
         for path in perturb.perturb_hidden_paths:
             text = path_text(path)
@@ -225,8 +226,9 @@ class Annotator:
 
     def diagnostic_infos(self) -> list[DiagnosticInfo]:
         infos = []
-        for k, rec in enumerate(getattr(self.graph, "diagnostics", ()) or ()):
-            context = dict(getattr(rec, "context", {}) or {})
+        records: tuple[CompilationRecord, ...] = tuple(self.graph.diagnostics)
+        for k, rec in enumerate(records):
+            context = dict(rec.context or {})
             node_ids = self.eqn_ids(context.get("eqn_indices", ()))
             weight = path_text(rec.weight_path) if rec.weight_path else None
             if not node_ids and weight and f"p:{weight}" in self.builder.nodes:
@@ -234,8 +236,8 @@ class Annotator:
             infos.append(
                 DiagnosticInfo(
                     index=k,
-                    kind=_enum_text(rec.kind),
-                    level=_enum_text(getattr(rec.level, "name", rec.level)),
+                    kind=rec.kind.value.lower(),
+                    level=rec.level.name.lower(),
                     message=str(rec.message),
                     weight_path=weight,
                     hidden_paths=tuple(path_text(p) for p in rec.hidden_paths),
@@ -245,12 +247,9 @@ class Annotator:
         return infos
 
     def readout_infos(self) -> list[ReadoutInfo]:
-        readouts = getattr(self.graph, "readout_params", None) or {}
         infos = []
-        for path, readout in readouts.items():
-            indices = getattr(readout, "path_eqn_indices", None)
-            indices = indices if indices is not None else getattr(readout, "eqn_indices", ())
-            nodes = self.with_nested(self.eqn_ids(indices))
+        for path, readout in (self.graph.readout_params or {}).items():
+            nodes = self.with_nested(self.eqn_ids(readout.path_eqn_indices))
             nodes = (*nodes, *self._touching_outputs(nodes))
             infos.append(ReadoutInfo(path_text(path), nodes, self.edges_among(nodes)))
         return infos
@@ -258,9 +257,8 @@ class Annotator:
     def bypass_infos(self) -> list[BypassInfo]:
         """The hidden output bypass: from each ``h:<path>:in`` read by an output before the
         step's update, along ``graph.bypass_eqn_indices[path]``, to the outputs."""
-        routes = getattr(self.graph, "bypass_eqn_indices", None) or {}
         infos = []
-        for path, indices in routes.items():
+        for path, indices in (self.graph.bypass_eqn_indices or {}).items():
             start = f"h:{path_text(path)}:in"
             nodes = self.with_nested(self.eqn_ids(indices))
             nodes = tuple(n for n in (start, *nodes) if n in self.builder.nodes)
@@ -312,10 +310,26 @@ class _GraphIndex:
 def _leaves(tree: Any) -> list[Any]:
     import jax
 
-    return jax.tree.leaves(tree, is_leaf=lambda x: is_var(x) or not hasattr(x, "__iter__"))
+    return jax.tree.leaves(tree, is_leaf=lambda x: is_var(x) or not isinstance(x, Iterable))
 
 
-def build_from_etrace_graph(graph: Any, *, title: str | None, options: dict, legend) -> ViewModel:
+def _mark_lifted(ann: Annotator) -> None:
+    """Each ETP equation ``lift=True`` made: ``lifted`` (the plain op) and a ``lifted`` tag
+    whose title the inspector shows ("lifted from `x @ W` (etp_viz.matmul)")."""
+    from etp_viz.compiler.lift import lifted_text
+
+    report = ann.minfo.lifting
+    for op in report.lifted if report is not None else ():
+        node_id = ann.eqn_id(op.eqn_index)
+        if node_id is not None:
+            badges = [*ann.builder.nodes[node_id].get("badges", ())]
+            badges.append(Badge("lifted", lifted_text(op), "lifted"))
+            ann.builder.update_node(node_id, lifted=op.source, badges=badges)
+
+
+def build_from_etrace_graph(
+    graph: ETraceGraph, *, title: str | None, options: dict, legend
+) -> ViewModel:
     """The full view model of an ``ETraceGraph`` (see ``view_model.build_view_model``)."""
     ann = Annotator(graph, options)
     ins, outs = ann.state_roles()
@@ -332,10 +346,10 @@ def build_from_etrace_graph(graph: Any, *, title: str | None, options: dict, leg
             node = ann.builder.nodes[node_id]
             if node.get("etp") and node.get("weight_path") is None:
                 ann.builder.update_node(node_id, weight_path=w.path, status=w.status)
+    _mark_lifted(ann)
     nodes, edges, clusters = ann.builder.frozen()
-    model = getattr(ann.minfo, "model", None)
     return ViewModel(
-        title=title or type(model).__name__,
+        title=title or type(ann.minfo.model).__name__,
         nodes=nodes,
         edges=edges,
         clusters=clusters,

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from .palette import COLOURS, NODE_KIND_TEXT, edge_key, edge_style, node_key, node_style
-from .weights import status_text
 
 __all__ = [
     "LARGE_GRAPH_NODES",
@@ -136,20 +135,14 @@ def _highlight_ids(vm: Any, highlight: Any) -> tuple[set[str], set[str], set[str
 def _marks(vm: Any) -> dict[str, set[str]]:
     """Ids of the annotated nodes and edges (the same sets ``js/src/graph.js`` indexes)."""
 
-    def items(name: str) -> Any:
-        return getattr(vm, name, None) or ()
-
-    def ids(items: Any, name: str) -> set[str]:
-        return {i for item in items for i in getattr(item, name, None) or ()}
-
     return {
-        "slice": ids(items("relations"), "slice_edges"),
-        "transition": ids(items("groups"), "transition_edges"),
-        "readout": ids(items("readouts"), "path_edges"),
-        "bypass": ids(items("bypasses"), "path_edges"),
-        "dropped": ids(items("weights"), "dropped_edges"),
-        "boundary": ids(items("weights"), "boundary_nodes"),
-        "perturbed": {p.node for p in items("perturbations") if p.node},
+        "slice": {e for r in vm.relations for e in r.slice_edges},
+        "transition": {e for g in vm.groups for e in g.transition_edges},
+        "readout": {e for r in vm.readouts for e in r.path_edges},
+        "bypass": {e for b in vm.bypasses for e in b.path_edges},
+        "dropped": {e for w in vm.weights for e in w.dropped_edges},
+        "boundary": {n for w in vm.weights for n in w.boundary_nodes},
+        "perturbed": {p.node for p in vm.perturbations if p.node},
     }
 
 
@@ -236,7 +229,7 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     hi_nodes, hi_edges, boundary = _highlight_ids(vm, highlight)
     marks = _marks(vm)
     weight_status = {w.path: w.status for w in vm.weights}
-    weight_label = {w.path: status_text(w.status, getattr(w, "claim", "")) for w in vm.weights}
+    weight_label = {w.path: w.status_text for w in vm.weights}
     graph_attr = {"rankdir": "TB", "fontname": "Helvetica", "fontsize": "12", "compound": "true"}
     if len(nodes) > LARGE_GRAPH_NODES:
         graph_attr.update(nslimit="1", nslimit1="1", mclimit="0.1", splines="line")

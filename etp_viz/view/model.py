@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from etp_viz.compiler.claims import DEFAULT_LEARNER
+from etp_viz.compiler.graph import ETraceGraph
 
 from .nodes import JaxprGraphBuilder, Role, default_is_etp
 from .palette import LEGEND as PALETTE_LEGEND
@@ -88,10 +89,6 @@ def validate_options(options: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _is_etrace_graph(obj: Any) -> bool:
-    return hasattr(obj, "module_info") and hasattr(obj, "hidden_groups")
-
-
 def build_view_model(graph: Any, *, title: str | None = None, **options: Any) -> ViewModel:
     """Build the :class:`ViewModel` of an ``ETraceGraph`` (or of any closed jaxpr).
 
@@ -113,7 +110,7 @@ def build_view_model(graph: Any, *, title: str | None = None, **options: Any) ->
         ``"d_rtrl"`` by default, ``"es_d_rtrl"``; None for no claims).
     """
     opts = validate_options(options)
-    if _is_etrace_graph(graph):
+    if isinstance(graph, ETraceGraph):
         from .annotate import build_from_etrace_graph
 
         return build_from_etrace_graph(graph, title=title, options=opts, legend=LEGEND)

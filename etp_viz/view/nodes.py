@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from etp_viz._compat import eqn_user_frame, is_literal, is_var, split_closed_jaxpr
+from etp_viz._compat import Jaxpr, eqn_user_frame, is_literal, is_var, split_closed_jaxpr
 from etp_viz.ops import is_etp_primitive
 
 from .types import Badge, Cluster, Edge, Node
@@ -95,7 +95,7 @@ def literal_text(literal: Any, *, full: bool = False) -> str:
     >>> literal_text(np.float32(20.504165649414062), full=True)
     '20.504165649414062'
     """
-    value = np.asarray(getattr(literal, "val", literal))
+    value = np.asarray(literal.val if is_literal(literal) else literal)
     if value.ndim:
         return f"{aval_text(literal.aval)} literal"
     item = value.item()
@@ -131,7 +131,7 @@ def subjaxprs_of(eqn: Any) -> list[tuple[str, Any]]:
         items = value if isinstance(value, tuple | list) else (value,)
         for i, item in enumerate(items):
             inner, _ = split_closed_jaxpr(item)
-            if hasattr(inner, "eqns") and hasattr(inner, "invars"):
+            if isinstance(inner, Jaxpr):
                 found.append((f"{key}[{i}]" if len(items) > 1 else key, item))
     return found
 

@@ -356,6 +356,16 @@ LEGEND: tuple[LegendEntry, ...] = (
         "text",
     ),
     _entry(
+        "lifted",
+        "weight op lifted from a plain op",
+        "A weight op the model did not write as one: it was compiled with lift=True, which "
+        "turned a plain product or sum on a weight (x @ W, W * h, y + b) into it. It is "
+        "drawn like any weight op; click it: its tags say which plain op it replaces.",
+        "round",
+        "etp",
+        "etp_border",
+    ),
+    _entry(
         "hl_selected",
         "selected",
         "What you selected (thick black outline).",

@@ -35,6 +35,8 @@ from etp_viz.compiler.claims.plain import (
     weight_summary,
 )
 
+from .types import WeightInfo
+
 __all__ = [
     "JARGON",
     "PlainText",
@@ -69,13 +71,13 @@ def equation_names(owner: Mapping[str, str]) -> dict[int, str]:
     return {int(k[1:]): v for k, v in owner.items() if re.fullmatch(r"e\d+", k)}
 
 
-def owners(weights: Sequence[object]) -> Mapping[str, str]:
+def owners(weights: Sequence[WeightInfo]) -> Mapping[str, str]:
     """Equation node id -> the weight path whose op it is (from each weight's ``node_ids``)."""
     out: dict[str, str] = {}
     for w in weights:
-        for node_id in getattr(w, "node_ids", ()):
+        for node_id in w.node_ids:
             if not node_id.startswith("p:"):
-                out.setdefault(node_id, w.path)  # type: ignore[attr-defined]
+                out.setdefault(node_id, w.path)
     return out
 
 

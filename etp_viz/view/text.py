@@ -32,8 +32,16 @@ def _node_line(n: Any) -> str:
     parts = [n.id, n.kind, repr(n.label)]
     if n.etp:
         parts.append("etp")
-    for key in ("weight_path", "status", "hidden_path", "state_path", "group", "cluster"):
-        value = getattr(n, key)
+    named = (
+        ("weight_path", n.weight_path),
+        ("status", n.status),
+        ("hidden_path", n.hidden_path),
+        ("state_path", n.state_path),
+        ("group", n.group),
+        ("cluster", n.cluster),
+        ("lifted", n.lifted),
+    )
+    for key, value in named:
         if value is not None:
             parts.append(f"{key}={value}")
     if n.subcluster:
@@ -75,12 +83,13 @@ def _section_weights(vm: Any) -> list[str]:
     for w in vm.weights:
         groups = f" groups={list(w.groups)}" if w.groups else ""
         lines.append(f"  {w.path} [{w.aval or '?'}] {w.status}{groups}")
+        lines.append(f"    shown: {w.status_text}")
         lines.append(f"    reason: {w.reason}")
-        if getattr(w, "claim", ""):
+        if w.claim:
             lines.append(f"    claim: {w.claim} -- {w.claim_reason or '-'}")
             if w.dropped_nodes:
                 lines.append(f"    dropped: {_ids(w.dropped_nodes)}")
-        if getattr(w, "summary", ""):
+        if w.summary:
             lines.append(f"    summary: {w.summary}")
         if w.fix:
             lines.append(f"    fix: {w.fix}")
@@ -147,6 +156,23 @@ def _section_legend(vm: Any) -> list[str]:
     return lines
 
 
+#: each section's renderer, in :data:`ALL_SECTIONS` order
+SECTION_RENDERERS = {
+    "nodes": _section_nodes,
+    "edges": _section_edges,
+    "clusters": _section_clusters,
+    "weights": _section_weights,
+    "groups": _section_groups,
+    "relations": _section_relations,
+    "readouts": _section_readouts,
+    "bypasses": _section_bypasses,
+    "perturbations": _section_perturbations,
+    "diagnostics": _section_diagnostics,
+    "legend": _section_legend,
+}
+assert tuple(SECTION_RENDERERS) == ALL_SECTIONS
+
+
 def render_text(vm: Any, *, sections: tuple[str, ...] | None = None) -> str:
     """Render the chosen sections (all by default) of a view model as text."""
     chosen = ALL_SECTIONS if sections is None else tuple(sections)
@@ -154,8 +180,20 @@ def render_text(vm: Any, *, sections: tuple[str, ...] | None = None) -> str:
     if unknown:
         raise ValueError(f"unknown sections {unknown}; valid: {', '.join(ALL_SECTIONS)}")
     lines = [f"view model {vm.title!r} (schema {vm.schema})"]
+    items = {
+        "nodes": vm.nodes,
+        "edges": vm.edges,
+        "clusters": vm.clusters,
+        "weights": vm.weights,
+        "groups": vm.groups,
+        "relations": vm.relations,
+        "readouts": vm.readouts,
+        "bypasses": vm.bypasses,
+        "perturbations": vm.perturbations,
+        "diagnostics": vm.diagnostics,
+        "legend": vm.legend,
+    }
     for name in chosen:
-        body = globals()[f"_section_{name}"](vm)
-        lines.append(f"{name} ({len(getattr(vm, name))}):")
-        lines.extend(body)
+        lines.append(f"{name} ({len(items[name])}):")
+        lines.extend(SECTION_RENDERERS[name](vm))
     return "\n".join(lines) + "\n"

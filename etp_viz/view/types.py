@@ -14,7 +14,10 @@ from typing import Any
 from .palette import LegendEntry, palette_json
 from .text import render_text
 
-SCHEMA_VERSION = 1
+#: The view model's version, ``"schema"`` at the top of its JSON: the front end renders only
+#: the version it was built for (``VIEW_MODEL_SCHEMA`` in ``js/src/types.js``) and shows an
+#: error for any other. 2: each weight carries ``status_text``.
+SCHEMA_VERSION = 2
 
 NODE_KINDS = (
     "eqn",
@@ -59,6 +62,8 @@ class Node:
     source: str | None = None
     badges: tuple[Badge, ...] = ()
     subcluster: str | None = None  # the collapsible cluster this equation owns, if any
+    #: an ETP equation that ``lift=True`` made from a plain op: that op's text (``x @ W``)
+    lifted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,10 @@ class WeightInfo:
     #: (no claim made), its reason (what is dropped), and per leaf (path, kind, reason)
     claim: str = ""
     claim_reason: str = ""
+    #: what the status badge says, status and claim in the reader's words (``"online ·
+    #: approximate"``, ``"readout · exact"``, ``"not learned"``): computed once, in Python
+    #: (``compiler.claims.verdict.status_text``); the front end shows it as is
+    status_text: str = ""
     leaf_claims: tuple[tuple[str, str, str], ...] = ()
     #: the equations of the Jacobian terms the algorithm drops for this weight, and the edges
     #: into them (drawn dashed: the cut h -> h dependencies)

@@ -49,7 +49,7 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
     """One :class:`WeightInfo` per ``ParamState`` of the model, in the model's order: the
     compiler's verdict, with the nodes that draw it."""
     invars_of = {path_text(k): v for k, v in ann.minfo.weight_path_to_invars.items()}
-    records = list(getattr(ann.graph, "diagnostics", ()) or ())
+    records = list(ann.graph.diagnostics)
     readout_paths = {r.path: r for r in readouts}
     verdicts = weight_verdicts(ann)
     out = []
@@ -71,7 +71,7 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
         elif verdict.readout:
             path_nodes = readout_paths[path].path_nodes if path in readout_paths else ()
         elif verdict.reason_record is not None:
-            context = dict(getattr(records[verdict.reason_record], "context", {}) or {})
+            context = dict(records[verdict.reason_record].context or {})
             path_nodes = ann.with_nested(ann.eqn_ids(context.get("path_eqn_indices", ())))
             boundary = ann.eqn_ids(context.get("blocking_eqn_indices", ()))
             if path_nodes and boundary:
@@ -86,9 +86,11 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
                 "not_etp": not verdict.learned and verdict.reason == NOT_ETP_REASON,
             }
         )
+        claim = weight_claim(ann, verdict)
         out.append(
             WeightInfo(
-                **weight_claim(ann, verdict),
+                **claim,
+                status_text=status_text(verdict.code, claim.get("claim", "")),
                 path=path,
                 status=verdict.code,
                 groups=verdict.groups,
@@ -108,11 +110,8 @@ def classify_weights(ann: Any, relations, readouts, diagnostics) -> list[WeightI
 def weight_verdicts(ann: Any) -> dict[str, WeightVerdict]:
     """``{dotted path: WeightVerdict}`` with the claims of the view's ``algorithm`` option
     (none for ``algorithm=None`` or a graph that makes none)."""
-    verdicts = getattr(ann.graph, "verdicts", None)
-    if verdicts is None:
-        return {}
     algorithm = ann.options.get("algorithm")
-    return {v.name: v for v in verdicts(algorithm or None).values()}
+    return {v.name: v for v in ann.graph.verdicts(algorithm or None).values()}
 
 
 def _unknown(path: str, invars: Any) -> WeightVerdict:
@@ -153,7 +152,7 @@ def weight_claim(ann: Any, verdict: WeightVerdict) -> dict[str, Any]:
     worst of its leaves'), every leaf's, and the nodes of the terms it drops."""
     if not verdict.leaf_claims:
         return {}
-    dropped = [int(i) for _, c in verdict.leaf_claims for i in getattr(c, "dropped", ())]
+    dropped = [int(i) for _, c in verdict.leaf_claims for i in c.dropped]
     # the first few (in equation order): a deep stack's first layer drops a term in every
     # layer above it, and the graph draws each weight's terms only when it is selected
     dropped_nodes = ann.eqn_ids(sorted(set(dropped))[:MAX_DROPPED_NODES])
@@ -187,7 +186,10 @@ def with_learner_claims(vm: dict, learner: Any) -> dict:
     weights = []
     for weight in vm.get("weights") or []:
         kind, reason = claims.get(weight["path"], (None, ""))
-        weights.append({**weight, "claim": kind, "claim_reason": reason} if kind else weight)
+        if kind:
+            text = status_text(weight["status"], kind)
+            weight = {**weight, "claim": kind, "claim_reason": reason, "status_text": text}
+        weights.append(weight)
     return {**vm, "weights": weights}
 
 

@@ -24,6 +24,8 @@ import { LivePanels } from "./live/index.js";
 import { Appearance, buildToolbar, graphScales, stepScale } from "./appearance.js";
 import { watchPageTheme } from "./theme.js";
 import { GraphKeyboard } from "./keyboard.js";
+import { checkViewModel } from "./types.js";
+import { WhatIfPanel, whatIfOffer } from "./whatif.js";
 
 /** Graphs of at most this many drawn nodes are laid out both ways when `rankdir` is "auto":
  * the direction whose whole graph comes out larger on screen wins. */
@@ -70,6 +72,8 @@ export class ExplorerApp {
     this.listen("change:error", () => this.showPythonError());
     this.listen("change:live_panels", () => this.guard(() => this.live.setPanels(model.get("live_panels") || [])));
     this.listen("change:verification", () => this.guard(() => this.applyVerification(true)));
+    this.listen("change:what_if", () => this.guard(() => this.whatIf.render()));
+    this.listen("change:what_if_changes", () => this.guard(() => this.renderInspector()));
     this.listen("msg:custom", (/** @type {any} */ msg, /** @type {any[]} */ buffers) => this.guard(() => this.onMessage(msg, buffers)));
     this.applyOptions();
     this.applyScale(false);
@@ -87,7 +91,7 @@ export class ExplorerApp {
     const steps = [
       () => this.layout.warm(),
       () => { warmFonts(this.root, () => !this.disposed); },
-      () => { this.live.setPanels(this.model.get("live_panels") || []); this.showPythonError(); },
+      () => { this.live.setPanels(this.model.get("live_panels") || []); this.showPythonError(); this.whatIf.render(); },
       () => this.rebuild(),
     ];
     for (const step of steps) {
@@ -137,10 +141,12 @@ export class ExplorerApp {
     // The live region: its own element and API (LivePanels), filled by the live session.
     this.liveEl = h("div", { class: "etp-live", "data-region": "live", hidden: true });
     this.live = new LivePanels(this.liveEl, this);
+    // the "What if…" result (./whatif.js): below the graph area, above a live run's panels
+    this.whatIf = new WhatIfPanel(this);
     // the graph area (toolbar, graph, legend, side panels) is `height` tall; a live run's
     // panels come below it
     this.top = h("div", { class: "etp-top" }, toolbar, h("div", { class: "etp-main" }, this.graphCol, this.side));
-    this.root = h("div", { class: "etp-explorer" }, style, this.top, this.liveEl, this.errorEl);
+    this.root = h("div", { class: "etp-explorer" }, style, this.top, this.whatIf.el, this.liveEl, this.errorEl);
     this.appearance = new Appearance(this.root);
     this.el.append(this.root);
   }
@@ -233,6 +239,7 @@ export class ExplorerApp {
     return this.guard(async () => {
       const vm = this.model.get("view_model");
       this.index = null;
+      checkViewModel(vm);  // another version: an error in the widget, nothing drawn from it
       const index = vm ? await runSliced(indexSteps(vm), yieldToEventLoop, { isCurrent }) : null;
       if (!isCurrent()) return;
       // the legend in a task and a frame of its own (not after the last index slice)
@@ -460,6 +467,8 @@ export class ExplorerApp {
       expanded: this.expanded(),
       expand: (id) => this.guard(() => this.setExpanded([...this.expanded(), id])),
       collapse: (id) => this.guard(() => this.collapse(id)),
+      whatIf: (path) => whatIfOffer(path, (this.model.get("what_if_changes") || {})[path],
+        (weight, offer) => this.guard(() => this.whatIf.run(weight, offer))),
     })]);
   }
 
@@ -542,11 +551,12 @@ export class ExplorerApp {
    * either `result` or `error`).
    * @param {string} method
    * @param {any} [params]
+   * @param {number} [timeoutMs]
    */
-  request(method, params = {}) {
+  request(method, params = {}, timeoutMs = REQUEST_TIMEOUT_MS) {
     const id = this.nextRequest++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => { this.requests.delete(id); reject(new Error(`no reply to '${method}' (is the kernel running?)`)); }, REQUEST_TIMEOUT_MS);
+      const timer = setTimeout(() => { this.requests.delete(id); reject(new Error(`no reply to '${method}' (is the kernel running?)`)); }, timeoutMs);
       this.requests.set(id, { resolve, reject, timer });
       this.model.send({ type: "request", id, method, params });
     });

@@ -130,6 +130,8 @@ export function graphLegend(app) {
   if (!app.index || !app.graph) return;
   const view = app.view;
   const keys = drawnKeys(app.index, app.graph, (dotId) => view.items.has(dotId));
+  // weight ops that lift=True made from plain ops (the view model's `lifted`)
+  if (app.graph.items.some((/** @type {any} */ item) => item.node && item.node.lifted)) keys.add("lifted");
   for (const cls of app.highlightClasses || []) if (HIGHLIGHT_KEYS[cls]) keys.add(HIGHLIGHT_KEYS[cls]);
   const coloured = Boolean(view.svg && view.svg.querySelector("[data-trace-position]"));
   if (coloured) keys.add("trace");

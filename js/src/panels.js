@@ -11,21 +11,6 @@ import { COLLAPSIBLE, nodeKey } from "./graph.js";
 /** @typedef {import("./graph.js").Index} Index */
 /** @typedef {import("./types.js").Selection} Selection */
 
-const STATUS_TEXT = { online: "online", exact: "exact", not_learned: "not learned" };
-const CLAIM_WORD = { online: "online", exact: "readout" };
-
-/**
- * What a weight's status says, with its gradient claim when the view model carries one:
- * "online · exact", "online · approximate", "readout · exact", "not learned".
- * Mirrors `status_text` in etp_viz/view/weights.py.
- * @param {any} w
- */
-export function statusText(w) {
-  if (w.status === "not_learned") return "not learned";
-  if (!w.claim || w.claim === "none") return STATUS_TEXT[/** @type {keyof STATUS_TEXT} */ (w.status)] || w.status;
-  return `${CLAIM_WORD[/** @type {keyof CLAIM_WORD} */ (w.status)] || w.status} · ${w.claim}`;
-}
-
 /** Height of one row of the weights/groups/diagnostics lists (px at text scale 1; fixed: the
  * lists are virtual). */
 export const ROW_HEIGHT = 20;
@@ -208,7 +193,7 @@ function claimText(c) {
  * @param {(s: Selection) => void} select
  */
 export function weightRow(w, active, select) {
-  const status = statusText(w);
+  const status = w.status_text;
   const claim = w.claim ? ` claim-${w.claim}` : "";
   const chips = (w.claims || []).map((/** @type {any} */ c) => h("span", { class: `etp-claim-chip claim-${c.claim}`, "data-algorithm-claim": `${c.algorithm}:${c.claim}`,
     title: [`${c.algorithm}: ${claimText(c).plain}`, claimText(c).codes].filter(Boolean).join("\n") }, `${c.algorithm} ${CLAIM_SIGN[/** @type {keyof CLAIM_SIGN} */ (c.claim)] || "?"}`));
@@ -311,7 +296,7 @@ function groupNames(/** @type {Index} */ index, /** @type {number[] | undefined}
  * details; internal ids and codes in `title` attributes.
  * @param {Index} index
  * @param {Selection} selected
- * @param {{collapse: (id: string) => void, expand: (id: string) => void, expanded: Set<string>}} actions
+ * @param {{collapse: (id: string) => void, expand: (id: string) => void, expanded: Set<string>, whatIf?: (path: string) => Element | null}} actions
  */
 export function inspectorPanel(index, selected, actions) {
   const kind = selected && selected.kind;
@@ -326,7 +311,7 @@ export function inspectorPanel(index, selected, actions) {
       h("div", { class: "etp-title", title: codes }, nodeName(index, id)),
       h("div", { class: "etp-plain", "data-plain": nodeKey(n) }, legendTitle(index, nodeKey(n))),
       table([["operation", n.primitive || n.kind, codes], ["weight", n.weight_path],
-        ["learned", weight ? statusText(weight) : n.status, weight ? weightCodes(weight) : ""],
+        ["learned", weight ? weight.status_text : n.status, weight ? weightCodes(weight) : ""],
         ["hidden state", n.hidden_path], ["state", n.state_path], ["group", n.group != null ? groupNames(index, [n.group]) : null, `group ${n.group}`],
         ["reads", (n.in_avals || []).join(", ")], ["gives", (n.out_avals || []).join(", ")], ["source", n.source],
         ["tags", (n.badges || []).map((b) => b.title || b.text).join("; ")]]),
@@ -355,12 +340,13 @@ export function inspectorPanel(index, selected, actions) {
     const blockers = (w.boundary_nodes || []).map((/** @type {string} */ n) => index.nodes.get(n)?.weight_path || nodeName(index, n));
     return h("div", { class: "etp-inspector" }, h("div", { class: "etp-title" }, w.path),
       w.summary ? h("div", { class: "etp-plain", "data-summary": w.path, title: weightCodes(w) }, w.summary) : null,
-      table([["learned", statusText(w), weightCodes(w)], ["hidden state", groupNames(index, w.groups), (w.groups || []).map((/** @type {number} */ g) => `group ${g}`).join(", ")],
+      table([["learned", w.status_text, weightCodes(w)], ["hidden state", groupNames(index, w.groups), (w.groups || []).map((/** @type {number} */ g) => `group ${g}`).join(", ")],
         ["per learner", (w.claims || []).map((/** @type {any} */ c) => `${c.algorithm}: ${c.claim}`).join("; ")], ["measured", w.verified],
         ["per part", (w.leaf_claims || []).length > 1 ? w.leaf_claims.map((/** @type {any[]} */ c) => `${c[0]}: ${c[1]}`).join("; ") : null],
         ["dropped at", names(index, w.dropped_nodes)],
         ["blocked by", blockers.length ? h("span", { title: (w.boundary_nodes || []).join(", ") }, blockers.join(", ")) : null],
-        ["suggested fix", w.fix], ["value", w.aval]]));
+        ["suggested fix", w.fix], ["value", w.aval]]),
+      actions.whatIf ? actions.whatIf(w.path) : null);
   }
   if (kind === "group" && index.groups.has(id)) {
     const g = index.groups.get(id);

@@ -23,19 +23,24 @@ export function search(index, pattern, limit = 200) {
     seen.add(key);
     results.push(r);
   };
+  // a big graph (tens of thousands of nodes and edges): the scan stops at `limit` results
   for (const w of index.weights.values()) {
+    if (results.length >= limit) return results;
     if (re.test(w.path)) hit({ kind: "weight", id: w.path, node: (w.node_ids || []).find((n) => index.nodes.get(n)?.kind !== "param") || null, text: `weight ${w.path} (${w.status})` });
   }
   for (const g of index.groups.values()) {
+    if (results.length >= limit) return results;
     if ((g.hidden_paths || []).some((p) => re.test(p))) hit({ kind: "group", id: String(g.index), node: (g.transition_nodes || [])[0] || null, text: `group ${g.index}: ${(g.hidden_paths || []).join(", ")}` });
   }
   for (const n of index.vm.nodes) {
+    if (results.length >= limit) return results;
     const fields = [n.primitive, n.label, n.weight_path, n.hidden_path].filter((f) => f != null);
     if (fields.some((f) => re.test(String(f)))) {
       hit({ kind: "node", id: n.id, node: n.id, text: `${n.id} ${n.primitive || n.kind} ${n.weight_path || n.hidden_path || ""}`.trim() });
     }
   }
   for (const e of index.vm.edges) {
+    if (results.length >= limit) return results;
     if (e.var != null && re.test(String(e.var))) hit({ kind: "edge", id: e.id, node: e.target, text: `var ${e.var}: ${e.aval || ""} (${e.source} → ${e.target})` });
   }
   return results;

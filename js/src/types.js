@@ -3,7 +3,8 @@
  * Types shared by the front end.
  *
  * `WidgetTraits` mirrors the synced traitlets of `Explorer` in etp_viz/explorer/widget.py;
- * keep the two in step (names, shapes, defaults). `ViewModel` mirrors docs/view-model.md.
+ * keep the two in step (names, shapes, defaults). `ViewModel` mirrors docs/view-model.md
+ * and etp_viz/view/types.py.
  */
 
 /**
@@ -22,6 +23,10 @@
  * @property {string} error  an error from Python, shown in the widget ("" when none)
  * @property {any} [verification]  the last `verify()` report (`VerifyReport.to_json()`: `rows` per
  *   weight leaf with `path, claim, cosine, relative_error, contradiction`), null until verified
+ * @property {Record<string, any[]>} what_if_changes  the "What if…" changes offered per weight path,
+ *   `[{id, label, change, title, disabled}]` (Python writes: etp_viz/explorer/whatif_offers.py)
+ * @property {any} what_if  the last what-if run from the inspector (`run_offer`: `weight, id, label,
+ *   change, diff, before, after, graphs_html, error`), null when closed (Python writes; JS clears)
  * @property {LivePanelSpec[]} live_panels  declared live panels (data comes by binary buffers in
  *   `{type: "live", name, shape, dtype}` custom messages); [] on a static explorer
  * @property {LiveStatus} [live_status]  live.py only: the session state (Python writes)
@@ -130,14 +135,35 @@
  * @property {boolean} [collapsed]
  */
 
+/** The view-model version this page renders: `SCHEMA_VERSION` in etp_viz/view/types.py (the
+ * JSON's top-level `schema`; tests/view/test_view_model.py checks that the two agree). */
+export const VIEW_MODEL_SCHEMA = 2;
+
+/**
+ * The view model, or an error naming both versions when it is of another version than this
+ * page reads: a clear message in the widget instead of a page drawn from fields it lacks.
+ * @param {any} vm
+ * @returns {ViewModel | null}
+ */
+export function checkViewModel(vm) {
+  if (vm && vm.schema !== VIEW_MODEL_SCHEMA) {
+    throw new Error(`this page reads view models of version ${VIEW_MODEL_SCHEMA}, got version ${vm.schema ?? "(none)"}: `
+      + "the etp_viz that made the view model and the explorer's front end differ; re-run the cell "
+      + "(or reinstall etp_viz) so that both are the same version");
+  }
+  return vm || null;
+}
+
 /**
  * @typedef {object} ViewModel
- * @property {number} schema
+ * @property {number} schema  the version (VIEW_MODEL_SCHEMA)
  * @property {string} [title]
  * @property {VMNode[]} nodes
  * @property {VMEdge[]} edges
  * @property {VMCluster[]} [clusters]
- * @property {any[]} [weights]  each with `summary`: its status and claim in plain words
+ * @property {any[]} [weights]  each with `status_text` (its status and claim in the reader's words:
+ *   "online · approximate", computed in Python and shown as is) and `summary` (what they mean
+ *   in plain words)
  * @property {any[]} [groups]
  * @property {any[]} [relations]
  * @property {any[]} [readouts]

@@ -2,6 +2,16 @@
 /**
  * The SVG graph view: builds the SVG from a layout draw list in short slices, pan (drag), zoom (wheel, buttons),
  * fit, highlight by CSS class, centre on an element, the keyboard focus ring, export of the current view.
+ *
+ * Pan and zoom never touch the SVG: its `viewBox` is written once, when it is built (the
+ * `frame`: the whole graph), and the view (`box`, in SVG units) is shown by a CSS transform
+ * on the `<div>` that holds the SVG (`viewTransform`). A new `viewBox` makes Chromium lay out every
+ * element again (below 10 fps at ~1,000 nodes); a transform on an HTML box does not. During a
+ * wheel or drag gesture the box is a composited layer (`will-change: transform`): each event
+ * only moves that layer (no style, layout or paint of the graph); when the gesture ends the
+ * hint is dropped and the graph is painted once, sharp, at its new scale. Labels smaller than
+ * LOD_LABEL_PX on screen are hidden (one class on the SVG, ./style.css), switched when a
+ * gesture ends or the view jumps (fit, buttons, keys, centre), never per event.
  */
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -124,6 +134,42 @@ export function buildItem(item, tooltip) {
   return g;
 }
 
+/** Labels smaller than this on screen (px) are hidden: the level of detail of a zoomed-out
+ * graph (the class `LOD_CLASS` on the SVG). Never above the first view's own label size. */
+export const LOD_LABEL_PX = 6;
+/** Class on the SVG while its labels are hidden (./style.css). */
+export const LOD_CLASS = "etp-lod-far";
+/** A wheel gesture ends this long after its last event (ms). */
+export const GESTURE_END_MS = 150;
+
+/**
+ * The CSS transform (translate, then scale about the top left corner) that shows `box` in a
+ * pane of `size` px when the SVG's own `viewBox` is `frame`: both fitted into the pane
+ * (`xMidYMid meet`: scaled to fit, centred), so a point p of the layout drawn at
+ * q0 = (p - centre(frame)) * s0 + pane / 2 must come to q = (p - centre(box)) * s + pane / 2,
+ * that is q = k * q0 + t with k = s / s0 and t = pane / 2 * (1 - k) + (centre(frame) - centre(box)) * s.
+ * @param {{x: number, y: number, w: number, h: number}} frame
+ * @param {{x: number, y: number, w: number, h: number}} box
+ * @param {{width: number, height: number}} size
+ * @returns {{k: number, tx: number, ty: number}}
+ */
+export function viewTransform(frame, box, size) {
+  if (!(size.width > 0 && size.height > 0)) return { k: 1, tx: 0, ty: 0 };
+  const s0 = Math.min(size.width / frame.w, size.height / frame.h);
+  const s = Math.min(size.width / box.w, size.height / box.h);
+  const k = s / s0;
+  return {
+    k,
+    tx: (size.width / 2) * (1 - k) + (frame.x + frame.w / 2 - box.x - box.w / 2) * s,
+    ty: (size.height / 2) * (1 - k) + (frame.y + frame.h / 2 - box.y - box.h / 2) * s,
+  };
+}
+
+/** @param {{k: number, tx: number, ty: number}} t */
+function transformText(t) {
+  return t.k === 1 && t.tx === 0 && t.ty === 0 ? "" : `translate(${t.tx}px, ${t.ty}px) scale(${t.k})`;
+}
+
 /** The padded box that fits a layout. @param {{x: number, y: number, w: number, h: number}} base */
 export function fitBox(base, pad = 10) {
   return { x: base.x - pad, y: base.y - pad, w: base.w + 2 * pad, h: base.h + 2 * pad };
@@ -234,8 +280,20 @@ export class GraphView {
     this.rankdir = "TB";
     /** @type {SVGSVGElement | null} */
     this.svg = null;
+    /** @type {HTMLDivElement | null} the box holding the SVG: pan and zoom transform it */
+    this.layer = null;
     this.base = { x: 0, y: 0, w: 1, h: 1 };
+    /** the view: the part of the layout shown (SVG units, fitted into the pane) */
     this.box = { x: 0, y: 0, w: 1, h: 1 };
+    /** the SVG's own viewBox, written once when it is built (the view is a transform of it) */
+    this.frame = { x: 0, y: 0, w: 1, h: 1 };
+    /** the labels' font size (SVG units) and whether they are hidden (level of detail) */
+    this.fontUnits = 0;
+    this.labelsHidden = false;
+    /** the layer's scale (./view.js viewTransform `k`) */
+    this.zoomFactor = 1;
+    /** @type {{rect: DOMRect, timer: any} | null} a wheel or drag gesture in progress */
+    this.gesture = null;
     /** @type {Map<string, Element>} */
     this.elements = new Map();
     /** @type {Element[]} */
@@ -247,8 +305,8 @@ export class GraphView {
     container.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });
     container.addEventListener("pointerdown", (e) => this.onPointerDown(e));
     container.addEventListener("pointermove", (e) => this.onPointerMove(e));
-    container.addEventListener("pointerup", () => { this.drag = null; });
-    container.addEventListener("pointerleave", () => { this.drag = null; });
+    container.addEventListener("pointerup", () => this.onPointerUp());
+    container.addEventListener("pointerleave", () => this.onPointerUp());
     container.addEventListener("click", (e) => this.onClick(e));
     /** @type {Map<string, import("./xdot.js").Item>} draw-list item of each element (its geometry) */
     this.items = new Map();
@@ -260,8 +318,9 @@ export class GraphView {
         const changed = !this.size || this.size.width !== r.width || this.size.height !== r.height;
         this.size = { width: r.width, height: r.height };
         // the first view follows the pane (the legend filling in under it, a resized window)
-        // until the user zooms, drags or fits
+        // until the user zooms, drags or fits; any other view keeps its box in the new pane
         if (changed && this.firstView) this.showFirstView();
+        else if (changed) this.applyView();
       });
       this.resizeObserver.observe(container);
     }
@@ -292,15 +351,25 @@ export class GraphView {
     if (!isCurrent()) return false;
     const svg = /** @type {SVGSVGElement} */ (document.createElementNS(SVG_NS, "svg"));
     svg.setAttribute("class", "etp-graph etp-building");
-    // the final (fitted) viewBox from the start: swapping in the built SVG changes no transform
+    // the SVG's only viewBox (the frame): the whole graph. Views are its zoom (k >= 1) but for
+    // zooming out past Fit, so a gesture's composited layer holds the part on screen and a
+    // margin around it (Chromium paints a layer's content within an expanded cull rect in
+    // its own pixels: with the frame a window on a huge graph, zoomed out, every frame of a
+    // gesture painted and layerized the graph again, 9 fps at 10,000 nodes)
     const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
-    svg.setAttribute("viewBox", boxText(initialBox(base, this.paneSize(), [], this.minScale, 10, rankdir, this.fitMinScale)));
+    const frame = fitBox(base);
+    const first = initialBox(base, this.paneSize(), [], this.minScale, 10, rankdir, this.fitMinScale);
+    svg.setAttribute("viewBox", boxText(frame));
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
     const root = document.createElementNS(SVG_NS, "g");
     root.setAttribute("class", "graph");
     svg.append(root);
-    if (this.svg && this.svg.parentNode === this.container) this.container.insertBefore(svg, this.svg);
-    else this.container.append(svg);
+    const layer = /** @type {HTMLDivElement} */ (document.createElement("div"));
+    layer.className = "etp-graph-layer";
+    layer.append(svg);
+    if (this.layer && this.layer.parentNode === this.container) this.container.insertBefore(layer, this.layer);
+    else this.container.append(layer);
+    let fontUnits = 0;
     /** @type {Map<string, Element>} */
     const elements = new Map();
     /** @type {Map<string, import("./xdot.js").Item>} */
@@ -313,25 +382,33 @@ export class GraphView {
     for (const chunk of layout.chunks) {
       const items = JSON.parse(chunk);
       for (const item of items) {
+        if (!fontUnits && item.t.length) fontUnits = item.t[0].z;
         const g = buildItem(item, tooltip);
         part.append(g);
         elements.set(item.id, g);
         drawn.set(item.id, item);
         if (performance.now() - sliceStart > budget) {
           await afterFrame();
-          if (!isCurrent()) { svg.remove(); return false; }
+          if (!isCurrent()) { layer.remove(); return false; }
           part = newPart();
           sliceStart = performance.now();
         }
       }
     }
-    if (!isCurrent()) { svg.remove(); return false; }
+    if (!isCurrent()) { layer.remove(); return false; }
+    this.endGesture(false);
     this.base = base;
+    this.frame = frame;
     this.elements = elements;
     this.items = drawn;
-    if (this.svg) this.svg.remove();
+    this.fontUnits = fontUnits;
+    if (this.layer) this.layer.remove();
+    // the level of detail of the first view set with the swap (one restyle, not two)
+    this.labelsHidden = this.hidesLabels(first);
+    svg.classList.toggle(LOD_CLASS, this.labelsHidden);
     svg.classList.remove("etp-building");
     this.svg = svg;
+    this.layer = layer;
     this.highlighted = [];
     this.rankdir = rankdir;
     this.ring = null;
@@ -351,12 +428,79 @@ export class GraphView {
     this.setBox(fitBox(this.base));
   }
 
-  /** @param {{x: number, y: number, w: number, h: number}} box */
+  /**
+   * Show `box` (SVG units). The SVG itself is not touched (its viewBox stays the frame): the
+   * layer holding it is transformed. Outside a gesture the labels' level of detail follows and
+   * `onView` is called; during one, both wait for its end.
+   * @param {{x: number, y: number, w: number, h: number}} box
+   */
   setBox(box) {
     this.box = box;
-    const text = boxText(box);
-    // an unchanged viewBox is not written again (that would re-layout every element)
-    if (this.svg && this.svg.getAttribute("viewBox") !== text) this.svg.setAttribute("viewBox", text);
+    this.applyView();
+    if (this.gesture) return;
+    this.updateDetail();
+    if (this.handlers.onView) this.handlers.onView();
+  }
+
+  /** Write the layer's transform for the current box and pane. */
+  applyView() {
+    if (!this.layer) return;
+    const t = viewTransform(this.frame, this.box, this.rect());
+    this.zoomFactor = t.k;
+    const text = transformText(t);
+    if (this.layer.style.transform !== text) this.layer.style.transform = text;
+    if (!this.gesture) this.sizeRing();
+  }
+
+  /** The focus ring's stroke (non-scaling in the SVG) undoes the layer's scale too: its
+   * width and dashes are divided by it (./style.css `--etp-ring-k`). */
+  sizeRing() {
+    if (this.ring) this.ring.style.setProperty("--etp-ring-k", String(this.zoomFactor || 1));
+  }
+
+  /** Whether labels are too small to read when `box` is shown (./view.js LOD_LABEL_PX).
+   * @param {{x: number, y: number, w: number, h: number}} box */
+  hidesLabels(box) {
+    if (!this.fontUnits) return false;
+    const rect = this.rect();
+    const s = Math.min(rect.width / box.w, rect.height / box.h);
+    if (!(s > 0)) return false;
+    // never hidden in a first view that fits the whole graph (its labels may be smaller at a
+    // text scale below 1)
+    const floor = Math.min(LOD_LABEL_PX, 0.9 * this.fontUnits * this.fitMinScale);
+    return this.fontUnits * s < floor;
+  }
+
+  /** Hide or show the labels for the current view: one class on the SVG, switched only when
+   * the answer changes. */
+  updateDetail() {
+    if (!this.svg) return;
+    const hidden = this.hidesLabels(this.box);
+    if (hidden === this.labelsHidden) return;
+    this.labelsHidden = hidden;
+    this.svg.classList.toggle(LOD_CLASS, hidden);
+  }
+
+  /** A wheel or drag gesture starts (or goes on): the layer becomes a composited layer that
+   * each event only moves; the pane's position is read once. */
+  startGesture() {
+    if (this.gesture) return this.gesture;
+    this.gesture = { rect: this.container.getBoundingClientRect(), timer: 0 };
+    if (this.layer) this.layer.style.willChange = "transform";
+    return this.gesture;
+  }
+
+  /** The gesture ended: the layer is painted again at its scale (sharp), the labels' level of
+   * detail and the status (`onView`) follow the view. @param {boolean} [notify] */
+  endGesture(notify = true) {
+    const gesture = this.gesture;
+    if (!gesture) return;
+    clearTimeout(gesture.timer);
+    this.gesture = null;
+    if (this.layer) this.layer.style.willChange = "";
+    this.sizeRing();
+    if (!notify) return;
+    this.updateDetail();
     if (this.handlers.onView) this.handlers.onView();
   }
 
@@ -390,6 +534,7 @@ export class GraphView {
       return;
     }
     if (!this.ring || this.ring.ownerSVGElement !== this.svg) {
+      if (this.ring) this.ring.remove();
       this.ring = /** @type {SVGRectElement} */ (document.createElementNS(SVG_NS, "rect"));
       this.ring.setAttribute("class", "etp-focus-ring");
       this.ring.setAttribute("data-focus-ring", "");
@@ -399,6 +544,7 @@ export class GraphView {
     this.ring.setAttribute("x", String(b[0] - pad)); this.ring.setAttribute("y", String(b[1] - pad));
     this.ring.setAttribute("width", String(b[2] - b[0] + 2 * pad)); this.ring.setAttribute("height", String(b[3] - b[1] + 2 * pad));
     this.ring.setAttribute("rx", "6");
+    this.sizeRing();
     const v = this.visibleBox();
     if (b[0] < v.x || b[1] < v.y || b[2] > v.x + v.w || b[3] > v.y + v.h) {
       const cx = (b[0] + b[2]) / 2, cy = (b[1] + b[3]) / 2;
@@ -407,25 +553,28 @@ export class GraphView {
     }
   }
 
-  /** The pane's size on screen (before an SVG exists: the container's), for the first view. */
+  /** The pane's size on screen (observed, else read), for the first view. */
   paneSize() {
     if (this.size && this.size.width > 0) return this.size;
-    const r = (this.svg || this.container).getBoundingClientRect();
+    const r = this.container.getBoundingClientRect();
     return { width: r.width, height: r.height };
   }
 
-  /** The SVG's size on screen: the observed pane size, or (before the first observation) a read. */
+  /** The SVG's untransformed size on screen (the pane's): the observed size, or (before the
+   * first observation) a read. */
   rect() {
     if (this.size && this.size.width > 0) return this.size;
-    const r = this.svg ? this.svg.getBoundingClientRect() : { width: 1, height: 1 };
+    const r = this.svg ? this.container.getBoundingClientRect() : { width: 1, height: 1 };
     return { width: r.width, height: r.height };
   }
 
   /** Zoom by `factor` (> 1 zooms in) around a point in client coordinates (default: centre). */
   zoom(factor, clientX, clientY) {
     if (!this.svg) return;
-    // buttons: the observed size (no read); wheel: one read, at the start of the input task
-    const rect = clientX == null || clientY == null ? { ...this.rect(), left: 0, top: 0 } : this.svg.getBoundingClientRect();
+    // buttons: the observed size (no read); wheel: the pane's position read once a gesture
+    const at = clientX == null || clientY == null ? { left: 0, top: 0 }
+      : this.gesture ? this.gesture.rect : this.container.getBoundingClientRect();
+    const rect = { ...this.rect(), left: at.left, top: at.top };
     const scale = Math.max(this.box.w / Math.max(rect.width, 1), this.box.h / Math.max(rect.height, 1));
     const fx = clientX == null ? 0.5 : (clientX - rect.left) / Math.max(rect.width, 1);
     const fy = clientY == null ? 0.5 : (clientY - rect.top) / Math.max(rect.height, 1);
@@ -448,7 +597,10 @@ export class GraphView {
   onWheel(/** @type {WheelEvent} */ event) {
     if (!this.svg) return;
     event.preventDefault();
+    const gesture = this.startGesture();
     this.zoom(Math.exp(-event.deltaY * 0.0015), event.clientX, event.clientY);
+    clearTimeout(gesture.timer);
+    gesture.timer = setTimeout(() => { if (!(this.drag && this.moved)) this.endGesture(); }, GESTURE_END_MS);
   }
 
   onPointerDown(/** @type {PointerEvent} */ event) {
@@ -463,9 +615,16 @@ export class GraphView {
     const dy = event.clientY - this.drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 4) this.moved = true;
     if (!this.moved) return;
+    this.startGesture();
     this.firstView = false;
     const s = this.scale();
     this.setBox({ ...this.drag.box, x: this.drag.box.x - dx / s, y: this.drag.box.y - dy / s });
+  }
+
+  onPointerUp() {
+    const dragged = this.drag && this.moved;
+    this.drag = null;
+    if (dragged) this.endGesture();
   }
 
   onClick(/** @type {MouseEvent} */ event) {
@@ -473,7 +632,8 @@ export class GraphView {
     const target = /** @type {Element} */ (event.target);
     const hit = target && target.closest ? target.closest("g.node, g.edge, g.cluster") : null;
     if (hit && hit.id) this.handlers.onClick(hit.id, event);
-    else if (target && target.closest && target.closest("svg")) this.handlers.onBackground();
+    // the pane itself is background too (around a zoomed-out or dragged graph)
+    else if (target && (target === this.container || (target.closest && target.closest("svg")))) this.handlers.onBackground();
   }
 
   /** @param {Map<string, string>} classes  DOT id -> highlight class */
@@ -518,6 +678,8 @@ export class GraphView {
   }
 
   dispose() {
+    if (this.gesture) clearTimeout(this.gesture.timer);
+    this.gesture = null;
     if (this.resizeObserver) this.resizeObserver.disconnect();
   }
 
@@ -531,6 +693,7 @@ export class GraphView {
     clone.setAttribute("height", String(Math.round(this.box.h)));
     const style = document.createElementNS(SVG_NS, "style");
     style.textContent = exportCss(colours);
+    clone.classList.remove(LOD_CLASS);
     const ring = clone.querySelector(".etp-focus-ring");
     if (ring) ring.remove();
     clone.insertBefore(style, clone.firstChild);

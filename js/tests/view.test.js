@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { initialBox, fitBox, MIN_FIT_SCALE } from "../src/view.js";
+import { initialBox, fitBox, MIN_FIT_SCALE, viewTransform } from "../src/view.js";
 
 /** A node item (xdot draw list) with a box at (x, y) of 80 x 30 units. */
 const node = (id, x, y) => ({
@@ -39,4 +39,27 @@ test("left to right: the window starts at the graph's left side, centred on the 
   assert.ok(Math.abs(Math.min(pane.width / box.w, pane.height / box.h) - 0.75) < 1e-9);
   assert.equal(box.x, fitBox(base).x);
   assert.ok(Math.abs(box.y + box.h / 2 - 4215) < 1e-9, JSON.stringify(box));
+});
+
+/** Where a layout point is drawn when `box` is the viewBox of a `size` pane (xMidYMid meet). */
+const meet = (box, size, [x, y]) => {
+  const s = Math.min(size.width / box.w, size.height / box.h);
+  return [(x - box.x - box.w / 2) * s + size.width / 2, (y - box.y - box.h / 2) * s + size.height / 2];
+};
+
+test("the layer's transform draws the frame's SVG as the view box would (pan and zoom by transform)", () => {
+  const size = { width: 900, height: 600 };
+  const frame = { x: -10, y: -10, w: 87487, h: 17056 };
+  for (const box of [frame, { x: 48000, y: 1700, w: 600, h: 117 }, { x: -5000, y: 300, w: 200000, h: 9000 }, { x: 10, y: 20, w: 300, h: 900 }]) {
+    const t = viewTransform(frame, box, size);
+    for (const p of [[0, 0], [48300, 1750], [87000, 17000], [-3000, 5000]]) {
+      const [x0, y0] = meet(frame, size, p);
+      const want = meet(box, size, p);
+      const got = [t.tx + t.k * x0, t.ty + t.k * y0];
+      const tolerance = 1e-6 * Math.max(1, Math.abs(want[0]), Math.abs(want[1]));
+      assert.ok(Math.abs(got[0] - want[0]) < tolerance && Math.abs(got[1] - want[1]) < tolerance, JSON.stringify({ box, p, got, want }));
+    }
+  }
+  assert.deepEqual(viewTransform(frame, frame, size), { k: 1, tx: 0, ty: 0 });
+  assert.deepEqual(viewTransform(frame, { x: 0, y: 0, w: 5, h: 5 }, { width: 0, height: 0 }), { k: 1, tx: 0, ty: 0 });
 });

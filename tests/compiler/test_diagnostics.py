@@ -98,7 +98,13 @@ CASES = {
             lambda s, x, h: (
                 matmul(x, s.W.value)
                 + h
-                + jax.lax.fori_loop(0, 2, lambda i, c: c + matmul(x, s.U.value), jnp.zeros(4))
+                # a trip count that depends on the input: the loop is not unrolled
+                + jax.lax.fori_loop(
+                    0,
+                    2 + (x[0] > 0).astype(int),
+                    lambda i, c: c + matmul(x, s.U.value),
+                    jnp.zeros(4),
+                )
             ),
             extra={"U": brainstate.ParamState(jnp.ones((3, 4)))},
         ),
@@ -131,13 +137,25 @@ CASES = {
         Cell(lambda s, x, h: matmul(x, s.W.value) + h @ s.V.value),
         jnp.ones(3),
     ),
+    K.LOOP_UNROLLED: lambda: (
+        Cell(lambda s, x, h: jax.lax.fori_loop(0, 3, lambda i, h: matmul(x, s.W.value) + h, h)),
+        jnp.ones(3),
+    ),
+    K.OP_LIFTED: lambda: (Cell(lambda s, x, h: x @ s.W.value + h), jnp.ones(3)),
+    K.OP_NOT_LIFTED: lambda: (
+        Cell(lambda s, x, h: x @ s.W.value + jnp.where(h > 0, s.V.value[0], 0.0)),
+        jnp.ones(3),
+    ),
 }
+#: the kinds that only ``lift=True`` emits
+LIFT_KINDS = (K.OP_LIFTED, K.OP_NOT_LIFTED)
 
 
 @pytest.mark.parametrize("kind", list(CASES), ids=lambda k: k.value)
 def test_kind_is_triggered_with_equation_indices(kind):
     model, x = CASES[kind]()
     options = {"recurrence": "coupled"} if kind == K.STATE_MISMATCH else {}
+    options.update({"lift": True} if kind in LIFT_KINDS else {})
     graph, found = kinds(model, x, **options)
     assert kind in found, [d.message for d in graph.diagnostics]
     for record in records(graph, kind):
@@ -235,17 +253,19 @@ def test_param_written_in_step():
         compile_etrace_graph(Writes(lambda s, x, h: matmul(x, s.W.value) + h), jnp.ones(3))
 
 
-def test_hidden_state_updated_inside_scan():
+def test_hidden_state_updated_inside_a_loop_with_a_dynamic_trip_count():
+    """(A loop with a static trip count is unrolled: tests/compiler/test_inner_loops.py.)"""
+
     class Looped(Cell):
         def update(self, x):
-            def body(carry, _):
-                self.h.value = jnp.tanh(matmul(x, self.W.value) + self.h.value)
-                return carry, None
+            def body(i, h):
+                return jnp.tanh(matmul(x, self.W.value) + h)
 
-            brainstate.transform.scan(body, 0, None, length=2)
+            upper = 2 + (x[0] > 0).astype(int)
+            self.h.value = jax.lax.fori_loop(0, upper, body, self.h.value)
             return self.h.value
 
-    with pytest.raises(ValueError, match=r"State `h` is updated inside `(scan|while)`"):
+    with pytest.raises(ValueError, match=r"State `h` is updated inside `while`.*trip count"):
         compile_etrace_graph(Looped(lambda s, x, h: h), jnp.ones(3))
 
 

@@ -42,9 +42,12 @@ def test_traits_from_view_model_json():
         "error",
         "live_panels",
         "verification",
+        "what_if_changes",
+        "what_if",
         "scale",
     }
     assert ex.verification is None  # no report until verify()
+    assert ex.what_if_changes == {} and ex.what_if is None  # JSON alone: no model to change
 
 
 def test_unknown_option_lists_the_valid_ones():

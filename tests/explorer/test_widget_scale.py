@@ -6,8 +6,9 @@ import pytest
 
 from etp_viz.explorer.export import render_html
 from etp_viz.explorer.widget import Explorer
+from etp_viz.view.types import SCHEMA_VERSION
 
-EMPTY = {"schema": 1, "title": "t", "nodes": [], "edges": []}
+EMPTY = {"schema": SCHEMA_VERSION, "title": "t", "nodes": [], "edges": []}
 
 
 def test_scale_is_a_trait_in_the_saved_state_not_an_option():

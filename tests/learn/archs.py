@@ -36,6 +36,13 @@ first layer's ETP output ``y`` into its update (one weight feeding two layers: t
 of one ParamState, and one relation feeding two hidden groups).
 
 The output is an ETP or a plain readout of the last layer.
+
+``Arch.ops`` rewrites every op on a parameter at once (the twins of issue 32's lifting):
+``"etp"`` writes each one with an ETP op (a plain bias through ``element_wise``, a matrix and
+its bias in one ParamState as one ``matmul(x, W, b)``, a plain readout as ``matmul``);
+``"plain"`` writes each one in plain jnp (``x @ W``, ``x * gain``, ``y + b``), which
+``lift=True`` turns back into the ``"etp"`` twin. The default ``"mixed"`` is as described
+above.
 """
 
 from __future__ import annotations
@@ -77,6 +84,8 @@ class Arch:
     shared: bool = False
     #: top-down feedback of the top layer's previous state into the first layer
     feedback: str = "none"
+    #: ``"mixed"`` (as each field says), ``"etp"`` or ``"plain"`` (module docstring)
+    ops: str = "mixed"
 
     def describe(self) -> str:
         parts = [
@@ -87,7 +96,8 @@ class Arch:
         ]
         shared = ", shared Win" if self.shared else ""
         feedback = f", feedback={self.feedback}" if self.feedback != "none" else ""
-        tail = f" -> out={self.out}, batch={self.batch}{shared}{feedback}, seed={self.seed}"
+        ops = f", ops={self.ops}" if self.ops != "mixed" else ""
+        tail = f" -> out={self.out}, batch={self.batch}{shared}{feedback}{ops}, seed={self.seed}"
         return " -> ".join(parts) + tail
 
 
@@ -95,14 +105,27 @@ def _param(rng: np.random.Generator, shape: tuple, scale: float = 0.6) -> brains
     return brainstate.ParamState(jnp.asarray(scale * rng.standard_normal(shape)))
 
 
+def _mm(ops: str, x, w, b=None):
+    """``x @ w (+ b)``: an ETP ``matmul`` unless ``ops == "plain"``."""
+    if ops == "plain":
+        return x @ w if b is None else x @ w + b
+    return etp_viz.matmul(x, w, b)
+
+
+def _gain(ops: str, w):
+    """An element-wise parameter: ETP-marked unless ``ops == "plain"``."""
+    return w if ops == "plain" else etp_viz.element_wise(w)
+
+
 def _spike(v):
     return jax.nn.sigmoid(3.0 * (v - 0.5))
 
 
 class ArchLayer(brainstate.nn.Module):
-    def __init__(self, spec: Layer, num_in: int, rng: np.random.Generator):
+    def __init__(self, spec: Layer, num_in: int, rng: np.random.Generator, ops: str = "mixed"):
         super().__init__()
         self.spec = spec
+        self.ops = ops
         if spec.rec == "concat":
             self.Wcat = _param(rng, (num_in + N, N), 0.5)
         elif spec.inp == "wnorm":
@@ -136,27 +159,29 @@ class ArchLayer(brainstate.nn.Module):
         self.init_state(batch_size)
 
     def update(self, x, cross=None):
-        spec = self.spec
+        spec, ops = self.spec, self.ops
         h_old = self.h.value
         if spec.rec == "concat":
-            y = etp_viz.matmul(jnp.concatenate([x, h_old], axis=-1), self.Wcat.value)
+            y = _mm(ops, jnp.concatenate([x, h_old], axis=-1), self.Wcat.value)
         elif spec.inp == "wnorm":
             weight = self.g.value * self.v.value / jnp.linalg.norm(self.v.value, axis=0)
-            y = etp_viz.matmul(x, weight)
-        elif spec.bias == "mixed":
+            y = _mm(ops, x, weight)
+        elif spec.bias == "mixed" and ops == "mixed":
             y = etp_viz.matmul(x, self.Win.value["weight"]) + self.Win.value["bias"]
+        elif spec.bias == "mixed":
+            y = _mm(ops, x, self.Win.value["weight"], self.Win.value["bias"])
         elif hasattr(self, "Win"):
-            y = etp_viz.matmul(x, self.Win.value)
+            y = _mm(ops, x, self.Win.value)
         else:
-            y = x * etp_viz.element_wise(self.gain.value)
+            y = x * _gain(ops, self.gain.value)
         if spec.rec == "dense":
-            y = y + etp_viz.matmul(h_old, self.Wrec.value)
+            y = y + _mm(ops, h_old, self.Wrec.value)
         elif spec.rec == "mix":
             y = y + h_old @ self.mix
         if spec.bias == "etp":
-            y = y + etp_viz.element_wise(self.b.value)
+            y = y + _gain(ops, self.b.value)
         elif spec.bias == "plain":
-            y = y + self.b.value
+            y = y + (self.b.value if ops == "mixed" else _gain(ops, self.b.value))
         self.last_y = y  # read by the next layer when the arch shares it
         if cross is not None:
             y = y + 0.5 * cross
@@ -183,7 +208,7 @@ class ArchNet(brainstate.nn.Module):
         super().__init__()
         rng = np.random.default_rng(arch.seed)
         self.arch = arch
-        self.layers = [ArchLayer(spec, N, rng) for spec in arch.layers]
+        self.layers = [ArchLayer(spec, N, rng, arch.ops) for spec in arch.layers]
         if arch.shared and len(self.layers) == 2:
             first, second = self.layers
             if _plain_win(first) and _plain_win(second):
@@ -199,7 +224,7 @@ class ArchNet(brainstate.nn.Module):
         if self.arch.feedback == "add":
             return 0.5 * top_old
         if self.arch.feedback == "etp":
-            return etp_viz.matmul(top_old, self.Wfb.value)
+            return _mm(self.arch.ops, top_old, self.Wfb.value)
         return top_old @ self.fb_mix
 
     def update(self, x):
@@ -212,8 +237,8 @@ class ArchNet(brainstate.nn.Module):
                 shared = 0.5 * self.layers[i - 1].last_y
                 cross = shared if cross is None else cross + shared
             x = layer(x, cross)
-        if self.arch.out == "etp":
-            return etp_viz.matmul(x, self.Wo.value)
+        if self.arch.out == "etp" or self.arch.ops != "mixed":
+            return _mm(self.arch.ops, x, self.Wo.value)
         return x @ self.Wo.value
 
 

@@ -5,8 +5,9 @@ picks each result with ``select_n`` on the branch index (same values, same deriv
 the ETP equations of both branches get relations and are learned online. Checked in float64
 against BPTT (``jax.grad`` through the original model, whose step still runs ``cond``):
 D-RTRL exactly where the claim says exact (element-wise recurrence), ES-D-RTRL against a
-hand-written recursion and against BPTT at ``T = 1``. A ``cond`` inside a loop body, or with a
-``while`` loop in a branch, stays opaque and is still reported.
+hand-written recursion and against BPTT at ``T = 1``. A ``cond`` inside a loop body that is not
+unrolled (a dynamic trip count; a loop with a static one is unrolled, and its conds with it), or
+with a ``while`` loop in a branch, stays opaque and is still reported.
 """
 
 from __future__ import annotations
@@ -186,8 +187,9 @@ def test_es_d_rtrl_is_exact_at_the_first_step(x64):
 
 
 class LoopCond(brainstate.nn.Module):
-    """``kind='scan'``: an ETP op in a cond inside a ``fori_loop`` (a scan); ``'while'``: an
-    ETP op beside a ``while`` loop in a top-level cond's branch (not converted)."""
+    """``kind='scan'``: an ETP op in a cond inside a ``fori_loop`` with a dynamic trip count
+    (not unrolled); ``'while'``: an ETP op beside a ``while`` loop in a top-level cond's branch
+    (not converted)."""
 
     def __init__(self, kind):
         super().__init__()
@@ -205,7 +207,7 @@ class LoopCond(brainstate.nn.Module):
             def body(i, c):
                 return c + jax.lax.cond(i > 0, lambda: etp_viz.matmul(x, u), lambda: c)
 
-            extra = jax.lax.fori_loop(0, 2, body, jnp.zeros(N))
+            extra = jax.lax.fori_loop(0, 2 + (x[0] > 0).astype(int), body, jnp.zeros(N))
         else:
 
             def branch():

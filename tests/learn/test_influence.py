@@ -387,8 +387,8 @@ LEARNERS = {
 @pytest.mark.parametrize("learner", list(LEARNERS))
 def test_influence_learners_run_on_solver_loops_without_the_etp_graph(loop, learner, x64):
     """Sub-steps in a loop, the state written once: the influence learners work from the
-    step alone (was: "State `h` is updated inside `scan`" from the ETP compiler they built);
-    RTRL is exact, and every exact claim holds."""
+    step alone (they never needed the ETP compiler, which now unrolls these loops); RTRL is
+    exact, and every exact claim holds."""
     alg = LEARNERS[learner](influence_models.build(loop))
     errors = model_errors(alg, loop)
     claims = alg.gradient_claims()
@@ -400,6 +400,6 @@ def test_influence_learners_run_on_solver_loops_without_the_etp_graph(loop, lear
         assert {c.kind for c in claims.values()} == {"exact"}
     if learner == "tbptt":  # the window covers the run: equal to BPTT (structurally approx.)
         assert max(errors.values()) < 1e-10
-    if loop != "remat":  # the ETP compiler refuses the loop; the claims come without it
-        assert isinstance(alg.graph, StepGraph) and alg.graph.hidden_groups
+    if loop != "remat":  # the ETP compiler unrolls the loop (a static trip count): its graph
+        assert not isinstance(alg.graph, StepGraph) and alg.graph.hidden_groups
         assert alg.graph.gradient_claims(alg) == claims

@@ -345,3 +345,37 @@ def test_braintrace_es_d_rtrl_raises_on_a_leaky_multi_axis_layer(name, f64):
     ours = _online_gradients(lambda m: etp_viz.ES_D_RTRL(m, ALPHA), model, xs)
     assert relative_error(ours[("layer", "weight")]["weight"], want_w) <= 1e-10
     assert relative_error(ours[("decay",)], want_d) <= 1e-10
+
+
+class LSTMNet(brainstate.nn.Module):
+    """``braintrace.nn.LSTMCell(3, 8) -> braintrace.nn.Linear(8, 2)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = braintrace.nn.LSTMCell(3, 8)
+        self.out = braintrace.nn.Linear(8, 2)
+
+    def update(self, x):
+        return self.out(self.rnn(x))
+
+
+def test_braintrace_counts_the_lstm_in_step_path_twice_and_etp_viz_once(f64):
+    """One step of an LSTM (``h = o * tanh(c)``, ``c`` new in the same step): D-RTRL is exact.
+    braintrace 0.2.8's D-RTRL gives twice BPTT's gradient on ``Wi`` and ``Wg`` (the ``c -> h``
+    path through the trace and again through ``c``'s learning signal); etp_viz's equals BPTT
+    (docs/semantics.md, "Where we differ from braintrace")."""
+    xs = jax.random.normal(jax.random.PRNGKey(1), (1, BATCH, 3))
+    grads = {}
+    for lib in (braintrace, etp_viz):
+        brainstate.random.seed(0)
+        model = LSTMNet()
+        brainstate.nn.init_all_states(model, batch_size=BATCH)
+        truth = bptt_gradients(model, xs, lambda ys: jnp.sum(ys**2))
+        grads[lib.__name__] = _online_gradients(lib.D_RTRL, model, xs)
+    for weight in ("Wi", "Wg"):
+        key = ("rnn", weight, "weight")
+        online = jax.tree.leaves(grads["braintrace"][key])[0]
+        reference = jax.tree.leaves(truth[key])[0]
+        assert float(jnp.max(jnp.abs(reference))) > 1e-3
+        assert relative_error(online, 2 * reference) < 1e-12
+        assert relative_error(jax.tree.leaves(grads["etp_viz"][key])[0], reference) < 1e-12

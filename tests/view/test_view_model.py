@@ -134,6 +134,38 @@ def test_every_param_state_is_listed(compiled):
         assert (w.status == "online") == bool(w.groups)
 
 
+def test_each_weight_carries_its_status_text_computed_once_in_python():
+    """The badge's words come from ``verdict.status_text`` (the front end shows them as is),
+    with the view's algorithm's claim, and without a claim for ``algorithm=None``."""
+    from etp_viz.compiler.claims.verdict import status_text
+
+    _, graph = _compile("two_layer_rnn")
+    texts = {w.path: w.status_text for w in build_view_model(graph).weights}
+    assert texts == {
+        "rnn1.W.weight": "online · approximate",
+        "rnn2.W.weight": "online · approximate",
+        "out.weight": "readout · exact",
+    }
+    bare = {w.path: w.status_text for w in build_view_model(graph, algorithm=None).weights}
+    assert bare == {"rnn1.W.weight": "online", "rnn2.W.weight": "online", "out.weight": "readout"}
+    for w in build_view_model(graph).weights:
+        assert w.status_text == status_text(w.status, w.claim)
+
+
+def test_the_front_end_reads_the_view_model_version_python_writes():
+    """``SCHEMA_VERSION`` (the JSON's ``schema``) and the page's ``VIEW_MODEL_SCHEMA`` are one
+    number: a view model of another version is refused in the widget, not drawn."""
+    import re
+    from pathlib import Path
+
+    from etp_viz.view.types import SCHEMA_VERSION
+
+    js = (Path(__file__).resolve().parents[2] / "js" / "src" / "types.js").read_text()
+    found = re.search(r"export const VIEW_MODEL_SCHEMA = (\d+);", js)
+    assert found and int(found.group(1)) == SCHEMA_VERSION
+    assert build_view_model(jax.make_jaxpr(jnp.sin)(1.0)).to_json()["schema"] == SCHEMA_VERSION
+
+
 def test_two_layer_rnn_profile():
     _, graph = _compile("two_layer_rnn")
     vm = build_view_model(graph)

@@ -521,9 +521,13 @@ def _records_by_weight(graph: Any) -> dict:
     found: dict = {}
     for record in graph.diagnostics:
         if record.weight_path is not None:
-            if record.kind.value not in ("relation_included", "output_bypasses_hidden"):
+            if record.kind.value not in _POSITIVE_KINDS:
                 found.setdefault(tuple(record.weight_path), record.message)
     return found
+
+
+#: records that say a weight *is* learned (never the reason of a ``none`` claim)
+_POSITIVE_KINDS = ("relation_included", "output_bypasses_hidden", "op_lifted")
 
 
 def _none_reason(records: dict, path: tuple, drops: list) -> str:

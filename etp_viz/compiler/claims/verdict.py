@@ -202,8 +202,12 @@ def find_weight_verdicts(
     """``{path: WeightVerdict}`` for every ``ParamState`` of the model, in compiled order.
 
     A weight that is neither online nor a readout and that no record names gets a
-    ``PARAM_NOT_USED_BY_ETP`` WARNING first, so every ``ParamState`` is accounted for.
+    ``PARAM_NOT_USED_BY_ETP`` WARNING first, so every ``ParamState`` is accounted for (after
+    the records of ``lift=True``: each lifted op, each op on a parameter that did not lift).
     """
+    from ..lift import report_lifting
+
+    report_lifting(minfo, diagnostics)
     online = _relations_of(relations)
     named = {tuple(r.weight_path) for r in diagnostics.records if r.weight_path is not None}
     for path, leaves in minfo.weight_path_to_invars.items():
@@ -215,7 +219,8 @@ def find_weight_verdicts(
             DiagnosticLevel.WARNING,
             f"ParamState {'.'.join(map(str, path))} feeds no ETP primitive and no model "
             "output directly, so it gets no online gradient. Use an etp_viz.ops "
-            "primitive (e.g. etp_viz.matmul) where it is applied.",
+            "primitive (e.g. etp_viz.matmul) where it is applied, or compile with "
+            "lift=True to lift its plain ops.",
             weight_path=path,
             eqn_indices=uses,
         )

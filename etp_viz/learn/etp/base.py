@@ -67,6 +67,8 @@ class ETraceAlgorithm(brainstate.nn.Module):
         self.model = model
         self.graph_executor = graph_executor
         self.is_compiled = False
+        #: the model's State objects the step was compiled on (:meth:`states_replaced`)
+        self._compiled_states: tuple[int, ...] = ()
         #: a ``jax.sharding.Mesh`` the batch is split over (``"batch"`` axis), or None
         self.mesh = check_mesh(mesh)
 
@@ -103,7 +105,7 @@ class ETraceAlgorithm(brainstate.nn.Module):
     def states_replaced(self) -> bool:
         """True when the model no longer holds the State objects the step was compiled on (a
         ``reset_state`` that builds new states): the compiled step would read stale ones."""
-        return self.is_compiled and getattr(self, "_compiled_states", None) != state_ids(self.model)
+        return self.is_compiled and self._compiled_states != state_ids(self.model)
 
     def place_on_mesh(self) -> None:
         """With ``mesh``: the model's and the learner's states split over the ``"batch"``
@@ -140,8 +142,10 @@ class ETraceVjpAlgorithm(ETraceAlgorithm):
         vjp_method: str = "single-step",
         name: str | None = None,
         mesh: Any = None,
+        lift: bool = False,
     ):
-        super().__init__(model, ETraceVjpGraphExecutor(model, vjp_method), name=name, mesh=mesh)
+        executor = ETraceVjpGraphExecutor(model, vjp_method, lift=lift)
+        super().__init__(model, executor, name=name, mesh=mesh)
         self.vjp_method = vjp_method
         #: the traces and the bias-correction counter (allocated by compile_graph)
         self.etrace: LearnerState | None = None
@@ -437,9 +441,9 @@ def place_states(owner: Any, mesh: Any, batch: int | None) -> None:
     replicated = jax.sharding.NamedSharding(mesh, P())
 
     def put(leaf: Any, is_param: bool) -> Any:
-        shape = getattr(leaf, "shape", None)
-        if shape is None:
+        if not isinstance(leaf, jax.Array | np.ndarray):
             return leaf
+        shape = leaf.shape
         sharded = not is_param and len(shape) >= 1 and shape[0] == batch
         return jax.device_put(leaf, split if sharded else replicated)
 

@@ -58,6 +58,9 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
         Store the traces in this floating dtype (e.g. ``jnp.bfloat16``: half the trace memory
         and memory traffic). Each update is computed in the model's dtype and rounded once on
         store. ``None`` (default): the model's dtype.
+    lift : bool
+        Compile with ``lift=True``: plain ops on parameters (``x @ W``, ``W * h``, a plain
+        bias) are lifted into ETP ops and learned online (:mod:`etp_viz.compiler.lift`).
 
     Examples
     --------
@@ -82,9 +85,10 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
         name: str | None = None,
         mesh: Any = None,
         trace_dtype: Any = None,
+        lift: bool = False,
     ):
         self.trace_dtype = resolve_trace_dtype(trace_dtype)
-        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh, lift=lift)
 
     def init_traces(self, plan: Any) -> dict:
         """``{(relation, group): {key: zeros(init_drtrl layout)}}``."""

@@ -83,6 +83,7 @@ class EProp(ParamDimVjpAlgorithm):
         vjp_method: str = "single-step",
         name: str | None = None,
         mesh: Any = None,
+        lift: bool = False,
     ):
         if feedback not in FEEDBACKS:
             raise ValueError(f"feedback must be one of {FEEDBACKS}, got {feedback!r}")
@@ -104,7 +105,7 @@ class EProp(ParamDimVjpAlgorithm):
             random_feedback_key = jax.random.PRNGKey(random_feedback_key)
         self.random_feedback_key = random_feedback_key
         self.feedback_matrices: dict = {}
-        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh, lift=lift)
 
     # -- traces: the D-RTRL trace, and its filtered copy when kappa > 0 ----------------------
     def init_traces(self, plan: Any) -> dict:
@@ -318,6 +319,7 @@ class ThreeFactor(ParamDimVjpAlgorithm):
         vjp_method: str = "single-step",
         name: str | None = None,
         mesh: Any = None,
+        lift: bool = False,
     ):
         if not callable(modulator):
             raise TypeError(
@@ -327,7 +329,7 @@ class ThreeFactor(ParamDimVjpAlgorithm):
         if vjp_method != "single-step":
             raise ValueError("a three-factor rule modulates each step: vjp_method='single-step'")
         self.modulator = modulator
-        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh, lift=lift)
 
     def init_traces(self, plan: Any) -> dict:
         traces = super().init_traces(plan)

@@ -90,10 +90,14 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         name: str | None = None,
         mesh: Any = None,
         trace_dtype: Any = None,
+        lift: bool = False,
     ):
         self.alpha_x, self.alpha_f = resolve_decay(decay_or_rank)
         self.trace_dtype = resolve_trace_dtype(trace_dtype)
-        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh)
+        #: ``{relation: pp_x_repr}`` of the inputs averaged in another representation (set by
+        #: :meth:`init_traces`)
+        self._x_reprs: dict = {}
+        super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh, lift=lift)
 
     def init_traces(self, plan: Any) -> dict:
         """``{'x': {relation: zeros like x}, 'f': {(relation, group): zeros (*varshape, S)}}``.
@@ -122,7 +126,7 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
     def update_traces(self, traces: dict, data: dict, count: Any) -> dict:
         plan = self.graph_executor.plan
         traces = widen_traces(traces, self.trace_dtype, self._compute_dtype)
-        reprs = getattr(self, "_x_reprs", {})
+        reprs = self._x_reprs
         if self.alpha_x and any(
             not jnp.issubdtype(v.dtype, jnp.inexact) for v in traces["x"].values()
         ):
@@ -200,7 +204,7 @@ def x_representations(relations: Any, alpha_x: float) -> dict:
         if rel.x_var is None:
             continue
         spec = get_primitive_spec(rel.primitive)
-        x_repr = getattr(spec, "pp_x_repr", None)
+        x_repr = spec.pp_x_repr if spec is not None else None
         if x_repr is not None:
             reprs[rel.index] = x_repr
         elif not jnp.issubdtype(rel.x_var.aval.dtype, jnp.inexact):

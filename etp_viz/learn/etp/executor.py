@@ -83,8 +83,10 @@ class ETraceGraphExecutor:
     >>> outs, states, data = executor.step_data(invals)  # doctest: +SKIP
     """
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, lift: bool = False):
         self.model = model
+        #: compile with ``lift=True`` (plain ops on parameters lifted into ETP ops)
+        self.lift = bool(lift)
         self.graph: ETraceGraph | None = None
         self.plan: ExecutionPlan | None = None
         self.example_args: Any = None
@@ -97,7 +99,7 @@ class ETraceGraphExecutor:
         """Compile the model on example inputs (one step) and resolve the execution plan."""
         from etp_viz.compiler.graph import compile_etrace_graph
 
-        self.graph = compile_etrace_graph(self.model, *args)
+        self.graph = compile_etrace_graph(self.model, *args, lift=self.lift)
         self.plan = build_plan(self.graph)
         self.example_args = jax.tree.map(
             lambda a: jax.ShapeDtypeStruct(jnp.shape(a), a.dtype), args
@@ -248,10 +250,10 @@ class ETraceVjpGraphExecutor(ETraceGraphExecutor):
         :math:`\\partial L/\\partial h^{t_0}\\cdot\\epsilon^{t_0}`.
     """
 
-    def __init__(self, model: Any, vjp_method: str = "single-step"):
+    def __init__(self, model: Any, vjp_method: str = "single-step", lift: bool = False):
         if vjp_method not in ("single-step", "multi-step"):
             raise ValueError(
                 f"vjp_method must be 'single-step' or 'multi-step', got {vjp_method!r}"
             )
-        super().__init__(model)
+        super().__init__(model, lift=lift)
         self.vjp_method = vjp_method

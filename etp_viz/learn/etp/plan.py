@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from etp_viz import ops as _ops
+from etp_viz.compiler.graph import ETraceGraph
 
 from .trace_math import PrimitiveRules
 
@@ -92,7 +93,7 @@ def bind_rules(primitive: Any, params: dict) -> PrimitiveRules:
     )
 
 
-def build_plan(graph: Any) -> ExecutionPlan:
+def build_plan(graph: ETraceGraph) -> ExecutionPlan:
     """Resolve the executor's plan from a compiled graph (once per compilation)."""
     minfo = graph.module_info
     groups = tuple(graph.hidden_groups)
@@ -128,7 +129,7 @@ def build_plan(graph: Any) -> ExecutionPlan:
         groups=groups,
         relations=tuple(relations),
         perturb_positions=tuple(perturb_paths.index(p) for g in groups for p in g.hidden_paths),
-        bypass_groups=_bypass_groups(groups, getattr(graph, "bypass_hidden", ())),
+        bypass_groups=_bypass_groups(groups, graph.bypass_hidden),
     )
 
 

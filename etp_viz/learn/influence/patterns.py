@@ -5,7 +5,7 @@ step's layers (the blocks of ``J_h``). Read off the step's jaxpr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -58,16 +58,18 @@ def flat_outputs(out: Any) -> Any:
     return jnp.concatenate(leaves) if leaves else jnp.zeros((0,))
 
 
+@runtime_checkable
+class PatternHolder(Protocol):
+    """A learner that keeps the structural patterns of its compiled step (an influence
+    learner: :meth:`~.learner.InfluenceLearner.pattern_cache`)."""
+
+    def pattern_cache(self) -> dict: ...
+
+
 def _cache(learner: Any) -> dict:
-    """The learner's pattern cache, emptied by each ``compile_graph`` (held outside
-    brainstate's state walk, which cannot sort its mixed keys); a fresh one where there is
-    no holder."""
-    held = getattr(learner, "_compiled", None)
-    if held is None:
-        return {}
-    if held.patterns is None:
-        held.patterns = {}
-    return held.patterns
+    """The learner's pattern cache, emptied by each ``compile_graph``; a fresh one where
+    there is no holder."""
+    return learner.pattern_cache() if isinstance(learner, PatternHolder) else {}
 
 
 def one_more_step(reach_h: np.ndarray, pattern: np.ndarray) -> np.ndarray:
