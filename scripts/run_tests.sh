@@ -30,6 +30,16 @@ fi
 export JAX_COMPILATION_CACHE_DIR="$ETP_VIZ_JAX_CACHE/$(basename "$VENV")"
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
+# XLA:CPU's LLVM backend at -O0 (the HLO passes still run): the suite compiles thousands of
+# tiny programs and runs each a few times, so LLVM's optimisation costs more than it saves:
+# 20-32% less CPU time on the claims property test, notebooks 05/06 and tests/live (jax 0.10;
+# 12% on jax 0.12), notebook 06's printed losses and gradient errors unchanged
+# (docs/development.md, "The CI's time budget").
+# ETP_VIZ_TEST_XLA_OPT=keep (or a level already in XLA_FLAGS) leaves XLA's default.
+if [ "${ETP_VIZ_TEST_XLA_OPT:-}" != "keep" ] && [[ "${XLA_FLAGS:-}" != *xla_backend_optimization_level* ]]; then
+  export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_backend_optimization_level=0"
+fi
+echo "run_tests: $VENV, phase $PHASE, XLA_FLAGS=${XLA_FLAGS:-}"
 markers_and() { if [ -n "$MARKERS" ]; then echo "($MARKERS) and $1"; else echo "$1"; fi; }
 start=$(date +%s)
 if [ "$PHASE" != "browser" ]; then
