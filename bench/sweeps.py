@@ -26,13 +26,13 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from _machine import machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: learner -> the knob swept and its values
@@ -102,23 +102,6 @@ def table_text(summaries: list[dict]) -> str:
             f"| {fmt(s['ms_per_step'], '.2f')} |"
         )
     return "\n".join(lines)
-
-
-def machine() -> dict:
-    import jax
-
-    import etp_viz  # noqa: F401 - its version quirks loaded
-
-    versions = {"python": platform.python_version(), "jax": jax.__version__}
-    for name in ("brainstate", "optax"):
-        versions[name] = __import__(name).__version__
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "device": str(jax.devices()[0]),
-        "versions": versions,
-        "load": os.getloadavg(),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

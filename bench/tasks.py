@@ -42,13 +42,13 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from _machine import machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FRAME = 100
@@ -338,23 +338,6 @@ def lesson_gaps(rows: list) -> dict[int, float | None]:
         if reference in scores and learner in scores:
             gaps[seed] = loss_gap(scores, reference)[learner]
     return gaps
-
-
-def machine() -> dict:
-    import jax
-
-    import etp_viz  # noqa: F401 - its version quirks loaded
-
-    versions = {"python": platform.python_version(), "jax": jax.__version__}
-    for name in ("brainstate", "optax"):
-        versions[name] = __import__(name).__version__
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "device": str(jax.devices()[0]),
-        "versions": versions,
-        "load": os.getloadavg(),
-    }
 
 
 def parse_changes(pairs: list[str]) -> dict:

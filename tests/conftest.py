@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
+from collections.abc import Iterator
 
 import jax
 import pytest
@@ -12,15 +14,30 @@ import pytest
 from tests.oracles import tree_allclose as tree_allclose  # noqa: F401
 
 
-@pytest.fixture
-def x64():
-    """Run a test in float64 (where exactness is claimed), restoring the previous setting."""
+@contextlib.contextmanager
+def float64() -> Iterator[None]:
+    """float64 inside the block (where exactness is claimed), the previous setting after."""
     previous = jax.config.read("jax_enable_x64")
     jax.config.update("jax_enable_x64", True)
     try:
         yield
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture
+def x64():
+    """Run a test in float64 (where exactness is claimed), restoring the previous setting."""
+    with float64():
+        yield
+
+
+@pytest.fixture(scope="module")
+def x64_module():
+    """float64 for a whole module: for module-scoped fixtures that build float64 models once
+    (a function-scoped ``x64`` is set up after them)."""
+    with float64():
+        yield
 
 
 # -- scheduling on pytest-xdist workers (scripts/run_tests.sh: --dist loadscope) ---------------

@@ -9,7 +9,6 @@ import sys
 import types
 
 import brainstate
-import jax
 import numpy as np
 import pytest
 
@@ -25,16 +24,6 @@ def small_task(seed: int = 0):
     return etp_viz.tasks.get_task(
         "leaky_integrator", n_steps=10, batch_size=2, seed=seed
     ).with_recipe(hidden_size=3)
-
-
-@pytest.fixture(scope="module")
-def x64_module():
-    previous = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
 
 
 @pytest.fixture(scope="module")

@@ -302,7 +302,8 @@ class _RelationFinder:
                 DiagnosticKind.PRIMITIVE_INSIDE_NESTED_JIT,
                 DiagnosticLevel.INFO,
                 f"ETP primitive {eqn.primitive.name} (equation {index}) was inside "
-                f"{' > '.join(nested)}; the body was inlined, so it is handled exactly.",
+                f"{' > '.join(nested)}, spliced into the step: analysed as an op of the step "
+                "(its weight's claim says whether the gradient is exact).",
                 primitive=eqn.primitive,
                 eqn_indices=(index,),
                 nested_in=nested,

@@ -204,7 +204,10 @@ def _shared_drops(flow: Flow, uses: list) -> list:
     architectures found a shared elementwise weight between two non-recurrent spiking layers
     claimed exact at a relative error of 1.29 (the second layer reads the first one's previous
     output through the same weight). Until that path has its own rule, such a leaf is never
-    claimed exact.
+    claimed exact. The rule is needed: one relation feeding two layers, the upper reading the
+    lower's new value and the output reading the upper's previous value, is 0.46 off BPTT and
+    nothing else drops a term there (the upper's trace holds the lower's new value fixed;
+    ``tests/learn/test_claim_rules.py``).
     """
     groups = {
         tuple(map(str, g.hidden_paths)) for r in uses for g in flow.relations[r].hidden_groups
@@ -277,6 +280,8 @@ def _relation_drops(flow: Flow, r: int, bypass: set, seen: dict) -> list:
             twice = reads_new & tracked & ~kbit if flow.signal & kbit else 0
             # a state of the group read unperturbed in-step: its signal is the partial one
             # (compiler/perturbation.py), so the path is counted once, by the trace
+            # (a reader that also reaches an output sees it perturbed: counted twice,
+            # tests/learn/test_claim_rules.py)
             twice &= ~(flow.unperturbed & flow.group_mask.get(mems[k].hidden_path, kbit))
             if twice:
                 eqns = flow.reading_new(twice, kbit) or flow.reading_new(at[NEW], kbit)
@@ -289,6 +294,8 @@ def _relation_drops(flow: Flow, r: int, bypass: set, seen: dict) -> list:
                     )
                 )
             own_group = flow.group_mask.get(mems[k].hidden_path, kbit)
+            # the trace holds another group's new value fixed: its past is not followed
+            # (tests/learn/test_claim_rules.py)
             stale = sum(
                 1 << j for j in bits_of(reads_new & ~own_group) if flow.old_total[j] & reach
             )
