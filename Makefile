@@ -18,31 +18,39 @@ demo:
 
 # Whole suite on the default interpreter; on the newest stack (pyenv's 3.12) the engine's tests
 # (ops, compiler, nn, learn) without the notebooks, the slow runs and the browser tests,
-# which run on the 3.11 leg. The 3.12 venv is set up while the 3.11 engine tests run, and its leg
-# runs beside the 3.11 browser tests (mostly waiting on servers and Chromium). The run shares one
-# fresh JAX compilation cache (a folder per interpreter, removed at the end): the 3.11 browser
-# tests' kernels and servers find what the engine tests compiled (scripts/run_tests.sh;
-# docs/development.md, "The CI's time budget").
+# which run on the 3.11 leg. The 3.12 venv is set up while the 3.11 engine tests run and its
+# leg starts as soon as it is ready, at a lower priority (nice 10): it takes the cycles the 3.11
+# phases leave idle (pytest-xdist's tail, the browser tests waiting on servers and Chromium)
+# and the rest once the 3.11 engine phase is done. The run shares one fresh JAX compilation
+# cache (a folder per interpreter, removed at the end): the 3.11 browser tests' kernels and
+# servers find what the engine tests compiled (scripts/run_tests.sh). scripts/cpu_busy.sh
+# samples how busy the cores are; the summary is printed at the end (docs/development.md,
+# "The CI's time budget").
 LEG312 = "not notebook and not slow and not browser"
 PATHS312 = tests/ops tests/compiler tests/nn tests/learn tests/test_compat.py tests/test_types.py tests/test_layering.py
 
 test:
 	scripts/setup.sh $(PY311) .venv
-	@set -e; pid=""; leg=""; \
+	@set -e; leg=""; began=$$(date +%s); \
 	ETP_VIZ_JAX_CACHE="$$(mktemp -d "$${TMPDIR:-/tmp}/etp-viz-jax-cache.XXXXXX")"; \
-	export ETP_VIZ_JAX_CACHE; trap 'rm -rf "$$ETP_VIZ_JAX_CACHE"' EXIT; \
+	scripts/cpu_busy.sh 10 > .ci-cpu.log & cpu=$$!; \
+	export ETP_VIZ_JAX_CACHE; \
+	trap 'kill $$cpu 2>/dev/null || true; [ -z "$$leg" ] || kill -TERM -$$leg 2>/dev/null || true; scripts/cpu_report.sh .ci-cpu.log; rm -rf "$$ETP_VIZ_JAX_CACHE"' EXIT; \
 	if [ -n "$(PY312)" ] && [ -x "$(PY312)" ]; then \
-	  (ETP_VIZ_SKIP_JS_BUILD=1 scripts/setup.sh $(PY312) .venv312 > .setup-312.log 2>&1) & pid=$$!; \
-	fi; \
-	scripts/run_tests.sh .venv "" engine; \
-	if [ -n "$$pid" ]; then \
-	  wait $$pid || { cat .setup-312.log; echo "test: setting up .venv312 failed"; exit 1; }; \
-	  cat .setup-312.log; \
-	  (scripts/run_tests.sh .venv312 $(LEG312) engine $(PATHS312) > .leg-312.log 2>&1) & leg=$$!; \
+	  setsid bash -c 'ETP_VIZ_SKIP_JS_BUILD=1 scripts/setup.sh "$$1" .venv312 > .setup-312.log 2>&1 \
+	    || { echo "test: setting up .venv312 failed"; exit 3; }; \
+	    echo "test: 3.12 leg starts at $$(( $$(date +%s) - $$2 )) s"; \
+	    exec nice -n 10 scripts/run_tests.sh .venv312 $(LEG312) engine $(PATHS312)' \
+	    _ "$(PY312)" "$$began" > .leg-312.log 2>&1 & leg=$$!; \
 	else echo "test-312: no Python 3.12 found (pyenv); newest-stack leg skipped"; fi; \
+	scripts/run_tests.sh .venv "" engine; \
+	echo "test: 3.11 engine phase done at $$(( $$(date +%s) - began )) s"; \
 	status=0; scripts/run_tests.sh .venv "" browser || status=$$?; \
+	echo "test: 3.11 browser phase done at $$(( $$(date +%s) - began )) s"; \
 	if [ -n "$$leg" ]; then \
-	  s312=0; wait $$leg || s312=$$?; echo "---- 3.12 leg ----"; cat .leg-312.log; \
+	  s312=0; wait $$leg || s312=$$?; leg=""; \
+	  echo "test: 3.12 leg done at $$(( $$(date +%s) - began )) s"; \
+	  echo "---- 3.12 setup ----"; cat .setup-312.log; echo "---- 3.12 leg ----"; cat .leg-312.log; \
 	  [ "$$s312" = 0 ] || { echo "test: the 3.12 leg failed"; exit 1; }; \
 	fi; \
 	exit $$status
