@@ -235,7 +235,9 @@ def what_if(
     learner : str
         The registered learner of the "before" side (default ``"d_rtrl"``).
     options : dict, optional
-        Its options, kept on both sides unless the change sets one.
+        Its options, kept on both sides unless the change sets one. A change of learner keeps
+        those the new learner takes, and ``lift`` for the view: ``{"learner": "rtrl"}`` on a
+        lifted view compares the lifted D-RTRL with exact RTRL on the model as written.
     xs : array, optional
         An input sequence ``(T, *input_shape)``: each leaf's fidelity is then measured against
         BPTT on both sides (:func:`etp_viz.verify`).
@@ -263,6 +265,11 @@ def what_if(
     for key, value in change.items():
         if key not in ("learner", "hidden"):
             after_options[key] = value
+    if "learner" in change:  # the new learner keeps the options it takes, the view its lift
+        _known_learner(after_learner)
+        takes = set(spec_of(after_learner).options) | {"lift"}
+        after_options = {k: v for k, v in after_options.items() if k in takes}
+    _check_options(learner, before_options, {})
     _check_options(after_learner, after_options, change)
     before = _side(model, args, learner, before_options, None, xs, measure)
     after = _side(model, args, after_learner, after_options, change.get("hidden"), xs, measure)
@@ -295,7 +302,10 @@ def _check_options(learner: str, options: dict, change: dict) -> None:
     """A clear error for an option the (after) learner does not take."""
     _known_learner(learner)
     spec = spec_of(learner)
-    unknown = sorted(set(options) - set(spec.options))
+    # ``lift`` is also the view's: a learner that takes no ``lift`` (RTRL: exact on plain ops
+    # as they are) learns the model as written beside a lifted view, unless lift is the change
+    view_only = {"lift"} - set(change)
+    unknown = sorted(set(options) - set(spec.options) - view_only)
     if unknown:
         valid = ", ".join(spec.options) or "none"
         hint = (
@@ -311,9 +321,11 @@ def _side(model, args, learner, options, hidden, xs, measure) -> Side:
     """Build, claim, cost and (with ``xs``) verify one side on fresh copies of ``model``; a
     side the compiler refuses (its ValueError) is a side with nothing learned online."""
     copy_ = _copy(model, hidden)
+    takes = spec_of(learner).options
+    learner_options = {k: v for k, v in options.items() if k != "lift" or k in takes}
     try:
         graph = compile_etrace_graph(copy_, *args, lift=bool(options.get("lift")), warn=False)
-        built = resolve(copy_, learner, options)
+        built = resolve(copy_, learner, learner_options)
         with warnings.catch_warnings():  # the diff says what the compiler's warnings say
             warnings.simplefilter("ignore", UserWarning)
             built.compile_graph(*args)
@@ -324,7 +336,7 @@ def _side(model, args, learner, options, hidden, xs, measure) -> Side:
     claims = built.gradient_claims()
     fidelity = None
     if xs is not None:
-        report = verify(_copy(model, hidden), xs, algorithm=learner, **options)
+        report = verify(_copy(model, hidden), xs, algorithm=learner, **learner_options)
         fidelity = {
             row.path: {"cosine": _finite(row.cosine), "relative_error": _finite(row.relative_error)}
             for row in report.rows

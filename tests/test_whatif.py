@@ -150,3 +150,18 @@ def test_bad_changes_say_what_and_how(kwargs, message, xs):
     with pytest.raises(ValueError, match=None) as err:
         etp_viz.what_if(model, xs[0], measure=False, **kwargs)
     assert message in str(err.value)
+
+
+def test_exact_rtrl_on_a_lifted_view_keeps_the_view_and_learns_every_weight_exactly(xs):
+    """Per-side options: the lifted D-RTRL before, exact RTRL after (which takes no ``lift``:
+    it learns the plain ops as written), and the after side's fidelity exact against BPTT."""
+    model = _net(Leaky(plain=True))
+    result = etp_viz.what_if(
+        model, xs[0], change={"learner": "rtrl"}, options={"lift": True}, xs=xs, measure=False
+    )
+    assert result.before.options == {"lift": True} and result.after.options == {"lift": True}
+    assert result.after.learner == "rtrl"
+    assert set(result.after.claims.values()) == {"exact"}
+    assert result.after.graph.module_info.lifting is not None  # the view stays lifted
+    worst = max(row["relative_error"] for row in result.after.fidelity.values())
+    assert worst < 1e-9
