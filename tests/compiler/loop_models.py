@@ -19,6 +19,9 @@ import etp_viz
 N_IN, N, SUBSTEPS, DT = 3, 4, 6, 0.25
 #: how the sub-steps are written
 LOOPS = ("twin", "fori", "fori_array_bounds", "for_loop", "scan", "while_literal")
+#: ``while_loop`` shapes other than ``fori_loop``'s, each with SUBSTEPS iterations: counting
+#: down, in steps of two, up to ``<=``, and two counters under one condition
+WHILE_SHAPES = ("while_down", "while_step2", "while_le", "while_two_counters")
 
 
 class LTCCell(brainstate.nn.Module):
@@ -27,8 +30,10 @@ class LTCCell(brainstate.nn.Module):
     array bounds: a while with constant bounds), ``'for_loop'``
     (``brainstate.transform.for_loop`` writing the state inside the body), ``'scan'``
     (``jax.lax.scan`` over a per-sub-step gain, stacking an output), ``'while_literal'``
-    (``while_loop(lambda c: c[0] < SUBSTEPS, ...)``), ``'dynamic'`` (a ``fori_loop`` whose
-    trip count depends on the input: refused), ``'long'`` (``MAX + 1`` sub-steps: refused)."""
+    (``while_loop(lambda c: c[0] < SUBSTEPS, ...)``), the :data:`WHILE_SHAPES`, ``'dynamic'``
+    (a ``fori_loop`` whose trip count depends on the input: refused), ``'until_small'`` (a
+    ``while`` that also stops when the state is small: refused), ``'long'`` (``MAX + 1``
+    sub-steps: refused)."""
 
     def __init__(self, loop="fori", recurrence="dense", steps=SUBSTEPS, seed=0):
         super().__init__()
@@ -72,6 +77,8 @@ class LTCCell(brainstate.nn.Module):
             v = jax.lax.while_loop(
                 lambda c: c[0] < steps, lambda c: (c[0] + 1, self._substep(x, drive, c[1])), (0, v)
             )[1]
+        elif loop in WHILE_SHAPES or loop == "until_small":
+            v = _while_shape(loop, steps, lambda v: self._substep(x, drive, v), v)
         elif loop == "scan":
 
             def body(v, gain):
@@ -88,6 +95,33 @@ class LTCCell(brainstate.nn.Module):
             return self.v.value
         self.v.value = v
         return v
+
+
+def _while_shape(loop, steps, substep, v):
+    """``steps`` sub-steps of ``v`` by a ``while_loop`` of the shape ``loop`` names."""
+    if loop == "while_down":
+        return jax.lax.while_loop(
+            lambda c: c[0] > 0, lambda c: (c[0] - 1, substep(c[1])), (steps, v)
+        )[1]
+    if loop == "while_step2":
+        return jax.lax.while_loop(
+            lambda c: c[0] < 2 * steps, lambda c: (c[0] + 2, substep(c[1])), (0, v)
+        )[1]
+    if loop == "while_le":
+        return jax.lax.while_loop(
+            lambda c: c[0] <= steps, lambda c: (c[0] + 1, substep(c[1])), (1, v)
+        )[1]
+    if loop == "while_two_counters":  # the second counter never stops it first
+        return jax.lax.while_loop(
+            lambda c: (c[0] < steps) & (c[1] < 10 * steps),
+            lambda c: (c[0] + 1, c[1] + 3, substep(c[2])),
+            (0, 0, v),
+        )[2]
+    return jax.lax.while_loop(  # until_small: the state decides when it stops
+        lambda c: (c[0] < steps) & (jnp.max(jnp.abs(c[1])) > 1e-3),
+        lambda c: (c[0] + 1, substep(c[1])),
+        (0, v),
+    )[1]
 
 
 class PreprocessCell(brainstate.nn.Module):

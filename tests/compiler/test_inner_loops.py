@@ -20,7 +20,7 @@ import pytest
 from etp_viz.compiler import DiagnosticKind, compile_etrace_graph
 from etp_viz.compiler._jaxpr import eval_jaxpr, inline_calls
 from etp_viz.compiler.loops import MAX_UNROLL_ITERATIONS, LoopIteration
-from tests.compiler.loop_models import LOOPS, PreprocessCell, build, inputs
+from tests.compiler.loop_models import LOOPS, SUBSTEPS, WHILE_SHAPES, PreprocessCell, build, inputs
 
 UNROLLED = [loop for loop in LOOPS if loop != "twin"]
 
@@ -110,12 +110,25 @@ def test_scanned_inputs_and_outputs_are_sliced_and_stacked(x64):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-14)
 
 
-def test_a_dynamic_trip_count_is_still_refused(x64):
+@pytest.mark.parametrize("loop", ["dynamic", "until_small"])
+def test_a_dynamic_trip_count_is_still_refused(x64, loop):
+    """A trip count read from the input, or a condition on the state itself."""
     with pytest.raises(
         ValueError,
         match=r"State `v` is updated inside `while` .*trip count is not a compile-time constant",
     ):
-        compile_etrace_graph(build("dynamic"), inputs()[0])
+        compile_etrace_graph(build(loop), inputs()[0])
+
+
+@pytest.mark.parametrize("loop", WHILE_SHAPES)
+def test_other_while_shapes_are_counted_and_unrolled(x64, loop):
+    """A ``while`` whose condition reads only counters updated from constants is counted by
+    running those counters alone: SUBSTEPS iterations each, spliced like a fori_loop's."""
+    graph = _compile(build(loop), inputs()[0])
+    assert "while" not in _names(graph)
+    unrolled = {str(r.message) for r in graph.diagnostics if r.kind is DiagnosticKind.LOOP_UNROLLED}
+    assert len(unrolled) == 1 and f"({SUBSTEPS} iterations) was unrolled" in unrolled.pop()
+    assert _claims(graph) == _claims(_compile(build("twin"), inputs()[0]))
 
 
 def test_a_loop_longer_than_the_cap_is_refused_with_its_name_and_the_fix(x64):

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 import etp_viz
-from tests.compiler.loop_models import build, inputs
+from tests.compiler.loop_models import WHILE_SHAPES, build, inputs
 from tests.learn.helpers import online_gradients, step_loss
 from tests.oracles import bptt_gradients, relative_error
 
 T = 6
 TWIN_ATOL = 1e-9
 EXACT_RTOL = 1e-10
-LOOPS = ("fori", "scan", "for_loop", "fori_array_bounds", "while_literal")
+LOOPS = ("fori", "scan", "for_loop", "fori_array_bounds", "while_literal", *WHILE_SHAPES)
 
 
 def _online(model, xs, algorithm, *args):

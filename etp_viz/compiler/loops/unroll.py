@@ -96,6 +96,8 @@ def plan_loop(eqn: JaxprEqn, invars: Sequence[Any], known: Mapping[Any, Any]) ->
     carry = list(invars[cond_nconsts + body_nconsts :])
     trip = _counted_trips(eqn, body, body_nconsts, carry, known) if cond_nconsts == 0 else None
     name = "fori_loop" if trip is not None else "while"
+    if trip is None:
+        trip = _simulated_trips(eqn, body, body_consts, invars, known)
     return LoopPlan(
         name, body, list(body_consts), trip, cond_nconsts, body_nconsts, len(carry), False
     )
@@ -128,6 +130,97 @@ def _counted_trips(
     if lower is None or upper is None:
         return None
     return max(0, int(upper) - int(lower))
+
+
+#: the most iterations :func:`_simulated_trips` runs a loop's control part to count them
+MAX_SIMULATED_TRIPS = 4096
+
+
+def _simulated_trips(
+    eqn: JaxprEqn, body: Jaxpr, body_consts: list, invars: Sequence[Any], known: Mapping
+) -> int | None:
+    """Trip count of a ``while`` whose condition reads only a *control* part of the carry:
+    entries whose updates read only themselves and constants of the step, all known before
+    the loop (a counter counting down, in steps of 2, up to ``<=``, two counters). That part
+    is run alone, op by op, until the condition fails; None where the condition reads
+    anything else (a tolerance on the state: a dynamic trip count) or it runs past
+    :data:`MAX_SIMULATED_TRIPS`."""
+    cond, cond_consts = _compat.split_closed_jaxpr(eqn.params["cond_jaxpr"])
+    n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    operands = list(invars)
+    cond_eqns, cond_reads = _backward_slice(cond, [cond.outvars[0]])
+    control = {i - n_cond for i in cond_reads if i >= n_cond}
+    needed, frontier = set(cond_reads), list(control)
+    body_needed: set = set()
+    while frontier:  # close the control part under the body's reads
+        i = frontier.pop()
+        for j in _backward_slice(body, [body.outvars[i]])[1]:
+            body_needed.add(j)
+            carry_index = j - n_body
+            if carry_index >= 0 and carry_index not in control:
+                control.add(carry_index)
+                frontier.append(carry_index)
+    order = sorted(control)
+    body_eqns, _ = _backward_slice(body, [body.outvars[i] for i in order])
+    values: dict[int, Any] = {}  # operand index -> concrete value
+    wanted = [i for i in needed if i < n_cond] + [n_cond + j for j in body_needed if j < n_body]
+    for index in wanted + [n_cond + n_body + i for i in order]:
+        value = _value(operands[index], known)
+        if value is None:
+            return None
+        values[index] = value
+    carry = {i: values[n_cond + n_body + i] for i in order}
+    cond_env = dict(zip(cond.constvars, cond_consts))
+    cond_env.update({cond.invars[i]: values[i] for i in needed if i < n_cond})
+    body_env = dict(zip(body.constvars, body_consts))
+    body_env.update({body.invars[j]: values[n_cond + j] for j in body_needed if j < n_body})
+    try:
+        for trips in range(MAX_SIMULATED_TRIPS + 1):
+            env = {**cond_env, **{cond.invars[n_cond + i]: carry[i] for i in order}}
+            if not bool(_run(cond_eqns, env, [cond.outvars[0]])[0]):
+                return trips
+            env = {**body_env, **{body.invars[n_body + i]: carry[i] for i in order}}
+            carry = dict(zip(order, _run(body_eqns, env, [body.outvars[i] for i in order])))
+    except Exception:  # noqa: BLE001 - a primitive that cannot run eagerly: not countable
+        return None
+    return None
+
+
+def _backward_slice(jaxpr: Jaxpr, outs: Sequence[Any]) -> tuple[list, set]:
+    """The equations ``outs`` are computed by (in order) and the indices of the invars they
+    read."""
+    live = {v for v in outs if _compat.is_var(v)}
+    eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in live for v in eqn.outvars):
+            eqns.append(eqn)
+            live.update(v for v in eqn.invars if _compat.is_var(v))
+    return eqns[::-1], {i for i, v in enumerate(jaxpr.invars) if v in live}
+
+
+def _run(eqns: list, env: dict, outs: Sequence[Any]) -> list:
+    """Evaluate ``eqns`` eagerly from ``env`` (Var -> value) and read ``outs``."""
+
+    def read(atom: Any) -> Any:
+        return atom.val if _compat.is_literal(atom) else env[atom]
+
+    for eqn in eqns:
+        subfuns, params = _compat.eqn_bind_params(eqn)
+        result = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **params)
+        env.update(zip(eqn.outvars, result if eqn.primitive.multiple_results else [result]))
+    return [read(v) for v in outs]
+
+
+def _value(atom: Any, known: Mapping[Any, Any]) -> Any:
+    """The concrete value of a literal or known constant, else None."""
+    if _compat.is_literal(atom):
+        return atom.val
+    if _compat.is_var(atom) and atom in known:
+        try:
+            return np.asarray(known[atom])
+        except Exception:  # noqa: BLE001 - a tracer: not a compile-time constant
+            return None
+    return None
 
 
 def _adds_one(body: Jaxpr, counter_in: Any, counter_out: Any) -> bool:
