@@ -12,6 +12,12 @@ step, learner-state bytes, halted) for the cost table; each weight of the view m
 act on every algorithm (requests ``live_step`` / ``live_run`` / ``live_pause`` /
 ``live_reset`` / ``live_set``, as for one session).
 
+Knobs: ``live_status["knobs"]`` lists each knob some learner here takes (ES-D-RTRL's
+``decay``, truncated BPTT's ``window``, e-prop's ``kappa_filter_decay``, SnAp's ``n``:
+:meth:`Comparison.knobs <etp_viz.live.compare.Comparison.knobs>`) with its slider's range; the
+page draws a slider per knob (disabled while running) whose ``live_set {decay: 0.5}`` rebuilds
+those learners at the current step (:meth:`CompareExplorer.set_knob`); the claims follow.
+
 >>> import etp_viz
 >>> task = etp_viz.tasks.get_task("sine")
 >>> ex = etp_viz.show(task.suggested_model(), task.example_input(), task=task,
@@ -74,6 +80,12 @@ class CompareExplorer(RunningExplorer):
 
     def table(self, last: int = 50) -> str:
         return self.comparison.table(last)
+
+    def set_knob(self, **knobs: Any) -> dict[str, dict[str, Any]]:
+        """Move learners' knobs while paused, e.g. ``ex.set_knob(decay=0.5)``
+        (:meth:`Comparison.set_knob <etp_viz.live.compare.Comparison.set_knob>`: the learners
+        that take it are rebuilt at the current step); the claims and the status follow."""
+        return self.comparison.set_knob(**knobs)
 
     def verify(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
@@ -194,6 +206,7 @@ class CompareExplorer(RunningExplorer):
                 per_algorithm[label] = {"": ("unknown", f"{type(error).__name__}: {error}")}
         weights = []
         for weight in vm.get("weights") or []:
+            weight = {k: v for k, v in weight.items() if k not in _GAP_KEYS}  # a knob moved
             claims = []
             for label, table in per_algorithm.items():
                 kind, reason = table.get(weight["path"], table.get("", ("none", "")))
@@ -215,6 +228,9 @@ class CompareExplorer(RunningExplorer):
 
     # -- comparison → front end ------------------------------------------------------------
     def _on_event(self, _comparison: Comparison, event: str) -> None:
+        if event == "knob":  # a learner rebuilt: its claims (SnAp's n) and the exact ones
+            self.view_model = self._with_claims(self.view_model)
+            self.live_panels = self._panel_specs()
         now = time.monotonic()
         changed = self.watch.on_event(event)
         if event == "started":
@@ -283,19 +299,61 @@ class CompareExplorer(RunningExplorer):
             "steps_per_frame": comparison.steps_per_round,
             "record": None,
             "compare": rows,
+            "knobs": _knob_sliders(comparison.knobs()),
             **self.watch.status(),
         }
 
     def _request_set(self, params: dict) -> dict[str, Any]:
-        """``live_set``: ``steps_per_frame`` (steps per lockstep round)."""
-        unknown = sorted(set(params) - {"steps_per_frame"})
+        """``live_set``: ``steps_per_frame`` (steps per lockstep round) and the knobs some
+        learner here takes (``decay``, ``window``, ...: :meth:`set_knob`; the answer says
+        their values). A refused value is the answer's error."""
+        offered = self.comparison.knobs()
+        knobs = {k: v for k, v in params.items() if k in offered}
+        unknown = sorted(set(params) - {"steps_per_frame", *knobs})
         if unknown:
-            raise TypeError(f"live_set got {unknown}; compare mode takes: steps_per_frame")
+            valid = ", ".join(["steps_per_frame", *offered])
+            raise TypeError(
+                f"live_set got {unknown}; compare mode takes: {valid} (the knobs of the "
+                f"learners here: {list(offered) or 'none'})"
+            )
+        if knobs:
+            self.set_knob(**knobs)
         if "steps_per_frame" in params:
             self.comparison.steps_per_round = max(1, int(params["steps_per_frame"]))
             self.comparison.auto_round = False
         self._update_status()
-        return {"steps_per_frame": self.comparison.steps_per_round}
+        answer: dict[str, Any] = {"steps_per_frame": self.comparison.steps_per_round}
+        return answer | ({"knobs": self.comparison.knobs()} if knobs else {})
+
+
+#: what :func:`_gap` adds to a weight (recomputed when a knob moves)
+_GAP_KEYS = ("gap", "dropped_nodes", "dropped_edges")
+
+
+def _knob_sliders(knobs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page's sliders: per knob its ``name``, ``summary``, ``values`` (``{label: value}``),
+    ``value`` (the first learner's; a decay pair's ``alpha_x``), ``min`` / ``max`` / ``step``
+    (a value beyond the slider widens it) and ``integer``."""
+    from etp_viz.learn.knobs import KNOBS
+
+    sliders = []
+    for name, values in knobs.items():
+        knob = KNOBS[name]
+        low, high, step = knob.slider
+        numbers = [float(v[0] if isinstance(v, tuple | list) else v) for v in values.values()]
+        sliders.append(
+            {
+                "name": name,
+                "summary": knob.summary,
+                "values": values,
+                "value": numbers[0],
+                "min": low,
+                "max": max(high, *numbers),
+                "step": step,
+                "integer": knob.integer,
+            }
+        )
+    return sliders
 
 
 def _dropped_by_weight(claims: Any) -> dict[str, list[int]]:

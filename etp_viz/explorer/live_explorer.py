@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from etp_viz.learn.registry import DecayingTraces, canonical_name, graph_claim_names
+from etp_viz.learn.knobs import knobs_of
+from etp_viz.learn.registry import DecayingTraces, canonical_name, graph_claim_names, name_of
 from etp_viz.live.fidelity import VERIFY_STEPS, set_decay, verify_session
 from etp_viz.live.lesson import LessonSummary, lesson_budget, lesson_summary
 from etp_viz.live.session import SESSION_OPTIONS, Session
@@ -58,7 +59,14 @@ class LiveExplorer(RunningExplorer):
     ``live_status`` (synced) tells the front end the step, whether a run is going, the device,
     the algorithm, the ES-D-RTRL decay, ``steps_per_frame`` and which series are sent
     (``record``: None for all).
+
+    The inspector offers "What if…" (:mod:`~etp_viz.explorer.whatif_offers`) for the session's
+    learner, with its knobs; a what-if runs on copies of the model as it is at the step the
+    run is paused at (:meth:`run_what_if`), the run is not changed.
     """
+
+    #: a paused run's inspector offers "What if…" (a running one answers "pause first")
+    offers_what_if = True
 
     def __init__(self, graph: Any, session: Session, *, max_rate: float = 20.0, **options):
         super().__init__(graph, **options)
@@ -71,6 +79,8 @@ class LiveExplorer(RunningExplorer):
         )
         session.observe(self._on_session_event)
         self._update_status()
+        self._offer_what_ifs()  # the session's learner's; again when the claims change
+        self.observe(lambda _change: self._offer_what_ifs(), names=["view_model"])
 
     # -- the Python API (delegates) --------------------------------------------------------
     def step(self, n: int = 1) -> Any:
@@ -108,6 +118,49 @@ class LiveExplorer(RunningExplorer):
         report = verify_session(self.session, xs, ys, steps=steps or VERIFY_STEPS, **options)
         self.verification = report.to_json()
         return report
+
+    def run_what_if(self, weight: str, change: str) -> dict[str, Any]:
+        """Run the "What if…" change ``change`` of ``weight`` (an id of ``what_if_changes``)
+        with :func:`etp_viz.what_if` for the session's learner and its knobs, on copies of the
+        model at the current step; the result (the ``what_if`` trait, returned) shows the diff
+        and both graphs. While a run goes on it is a result whose ``error`` says to pause."""
+        from .whatif_offers import run_offer
+
+        if self.session.running:
+            self.what_if = {
+                "weight": str(weight),
+                "id": str(change),
+                "error": "Pause the run first: a what-if copies the model at the current "
+                "step, which a running session keeps changing.",
+            }
+            return self.what_if
+        learner = self.session.algorithm
+        with self.session.lock:  # no run starts while the model is copied
+            self.what_if = run_offer(
+                self.graph,
+                self.what_if_changes,
+                str(weight),
+                str(change),
+                name_of(learner) or "",
+                options=knobs_of(learner),
+            )
+        return self.what_if
+
+    def _offer_what_ifs(self) -> None:
+        """The "What if…" offers of the view's weights for the session's learner; none for a
+        learner the registry does not know (:func:`etp_viz.what_if` builds learners by name)."""
+        from .whatif_offers import offered_changes
+
+        weights = (self.view_model or {}).get("weights") or []
+        name = name_of(self.session.algorithm)
+        offers: dict[str, list[dict]] = {}
+        if self.graph is not None and weights and name is not None:
+            try:
+                offers = offered_changes(self.graph, weights, name)
+            except Exception:  # noqa: BLE001 - an optional control must never break the page
+                offers = {}
+        self.what_if_changes = offers
+        self._requests["what_if"] = lambda p: self.run_what_if(p.get("weight"), p.get("change"))
 
     def _verify_request(self, steps: int) -> dict[str, Any]:
         report = self.verify(steps=steps)

@@ -19,7 +19,8 @@ class RunningExplorer(Explorer):
     ``_request_set``, ``lesson``), which :meth:`_attach_runner` wires to the page."""
 
     live_status = traitlets.Dict().tag(sync=True)
-    #: a running session's model changes under a what-if's copy: no "What if…" here
+    #: no "What if…" by default (compare mode's several models); the live explorer offers it
+    #: on a paused run (a running model would change under the what-if's copy)
     offers_what_if = False
 
     def _attach_runner(self, runner: Any, runs: dict[str, Any], max_rate: float) -> None:

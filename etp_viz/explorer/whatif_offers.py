@@ -14,7 +14,9 @@ The offers go to the page in the synced ``what_if_changes`` trait (``{weight pat
 label, change, title, disabled}]}``); the page's ``what_if {weight, change}`` request runs
 :func:`run_offer`, whose result (the diff, the cost before and after, the two graphs as SVG)
 is the ``what_if`` trait the result panel draws. A failure is a result with ``error`` set:
-the panel shows it, the widget lives on.
+the panel shows it, the widget lives on. The static explorer offers them for its learner; a
+live explorer (``LiveExplorer``) for its session's learner, on a copy of the model at the
+step the run is paused at.
 """
 
 from __future__ import annotations
@@ -89,8 +91,6 @@ def offered_changes(graph: Any, weights: list[dict], learner: str) -> dict[str, 
                     f"exact RTRL needs an influence matrix of {format_bytes(size)} (hidden "
                     f"values x weights), above the {format_bytes(RTRL_MAX_BYTES)} a click tries"
                 )
-            elif lifted:  # the "before" side keeps lift=True, an option RTRL does not take
-                why_not = "this view is lifted (lift=True), an option exact RTRL does not take"
             title = (
                 f"{why_not}; run etp_viz.what_if(model, x, change={{'learner': {exact!r}}}) "
                 "on the model yourself"
@@ -107,10 +107,19 @@ def offered_changes(graph: Any, weights: list[dict], learner: str) -> dict[str, 
     return out
 
 
-def run_offer(graph: Any, offers: dict, weight: str, change_id: str, learner: str) -> dict:
+def run_offer(
+    graph: Any,
+    offers: dict,
+    weight: str,
+    change_id: str,
+    learner: str,
+    options: dict | None = None,
+) -> dict:
     """Run the offered change ``change_id`` of ``weight`` with :func:`etp_viz.what_if` on the
-    graph's model and example inputs (``measure=True``): the result panel's data. Any failure
-    (an unknown offer, a change the model refuses) is a result with ``error``."""
+    graph's model and example inputs (``measure=True``): the result panel's data. ``options``:
+    the learner's (a live session's knobs, e.g. ``{"decay": 0.5}``), kept on the side that
+    takes them. Any failure (an unknown offer, a change the model refuses) is a result with
+    ``error``."""
     offer = next((o for o in offers.get(weight, ()) if o["id"] == change_id), None)
     result: dict[str, Any] = {"weight": weight, "id": change_id, "error": ""}
     if offer is None:
@@ -123,7 +132,9 @@ def run_offer(graph: Any, offers: dict, weight: str, change_id: str, learner: st
         return result
     from etp_viz.whatif import what_if
 
-    options = {"lift": True} if graph.module_info.lifting is not None else {}
+    options = dict(options or {})
+    if graph.module_info.lifting is not None:
+        options["lift"] = True
     try:
         outcome = what_if(
             graph.module_info.model, *graph.example_args, change=offer["change"],

@@ -177,7 +177,8 @@ class Explorer(anywidget.AnyWidget):
     what_if_changes = traitlets.Dict().tag(sync=True)
     #: the last what-if the page ran (``whatif_offers.run_offer``), None when closed
     what_if = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
-    #: whether the inspector offers "What if…" (a static view; a running session does not)
+    #: whether the inspector offers "What if…" (a static view and a live session; compare mode
+    #: does not)
     offers_what_if = True
 
     @property

@@ -14,6 +14,10 @@ time per step (frames that compiled and the fidelity replays are not counted) an
 of the learner's own state (traces, influence matrix or window buffers, in bytes; the model's
 own states are the same for all).
 
+While paused, :meth:`Comparison.set_knob` moves a learner knob (ES-D-RTRL's ``decay``,
+truncated BPTT's ``window``, e-prop's ``kappa_filter_decay``, SnAp's ``n``): every learner
+that takes it is rebuilt at the current step, the others are untouched.
+
 >>> import etp_viz
 >>> task = etp_viz.tasks.get_task("sine")
 >>> cmp = Comparison(task.suggested_model(), task.example_input(), task=task,
@@ -26,7 +30,10 @@ own states are the same for all).
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
 import functools
+import inspect
 import statistics
 import time
 import types
@@ -37,14 +44,15 @@ from typing import Any
 import brainstate
 import numpy as np
 
-from etp_viz.learn.registry import learner_bytes
+from etp_viz.learn.knobs import KNOBS, knobs_of
+from etp_viz.learn.registry import LEARNERS, learner_bytes, resolve, spec_of
 
 from .history import History
 from .runner import Runner
 from .session import SESSION_OPTIONS, Session
 from .sources import DataSource, assemble_session, live_algorithm_name, session_options
 
-__all__ = ["COMPARE_OPTIONS", "Comparison", "SharedStream", "learner_state_bytes"]
+__all__ = ["COMPARE_OPTIONS", "Comparison", "KnobRecipe", "SharedStream", "learner_state_bytes"]
 
 #: Options of :class:`Comparison` (and of ``show(..., algorithm=[...])``) with defaults: the
 #: session options (one value for every algorithm), fidelity on by default.
@@ -95,6 +103,57 @@ def learner_state_bytes(algorithm: Any, model: Any) -> int:
     """Bytes of the states an online learner keeps beside its model's own (traces, the
     influence matrix, a window buffer): :func:`etp_viz.learn.registry.learner_bytes`."""
     return sum(learner_bytes(algorithm).values())
+
+
+@dataclasses.dataclass(frozen=True)
+class KnobRecipe:
+    """How compare mode rebuilds one learner with a knob moved:
+    ``factory(model, **options, **{spelling[knob]: value})`` through the registry's
+    :func:`~etp_viz.learn.registry.resolve`. ``spelling``: the knobs that can move, by the
+    factory's parameter names (a factory whose parameters do not name a knob, such as
+    ``lambda m: etp_viz.SnAp(m, n=3)``, cannot have it moved)."""
+
+    factory: Callable[..., Any]
+    options: dict[str, Any]
+    spelling: dict[str, str]
+
+    @classmethod
+    def of(cls, algorithm: Any, learner: Any) -> KnobRecipe:
+        """The recipe of ``learner``, built from ``algorithm`` (a registered name: the
+        registry's factory with the learner's knob values; a class or a factory: itself)."""
+        takes = knobs_of(learner)
+        if isinstance(algorithm, str):
+            return cls(spec_of(algorithm).factory, dict(takes), {k: k for k in takes})
+        parameters = _parameters(algorithm)
+        spelling = {}
+        for knob in takes:
+            named = [p for p in KNOBS[knob].parameters if p in parameters]
+            if named:
+                spelling[knob] = named[0]
+        return cls(algorithm, {}, spelling)
+
+    def build(self, model: Any, change: dict[str, Any]) -> Any:
+        """The learner of ``model`` with the knobs of ``change`` at their new values."""
+        return resolve(model, self.factory, self._options(change), where="set_knob")
+
+    def moved(self, change: dict[str, Any]) -> KnobRecipe:
+        """This recipe with ``change`` kept (the next move starts from it)."""
+        return dataclasses.replace(self, options=self._options(change))
+
+    def _options(self, change: dict[str, Any]) -> dict[str, Any]:
+        return {**self.options, **{self.spelling[k]: v for k, v in change.items()}}
+
+
+def _parameters(factory: Any) -> set[str]:
+    """The keyword parameters a factory takes (a class: its ``__init__``'s, as brainstate's
+    metaclass hides them; a partial binding positional arguments: none, to be safe)."""
+    if isinstance(factory, functools.partial):
+        return set() if factory.args else _parameters(factory.func)
+    target = factory.__init__ if isinstance(factory, type) else factory
+    try:
+        return set(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # a callable without a signature: nothing moves
+        return set()
 
 
 def _label(algorithm: Any) -> str:
@@ -172,8 +231,10 @@ class Comparison(Runner[dict[str, History]]):
             opts = {**opts, "data": self.stream}
         session_opts = {k: opts.get(k, default) for k, default in SESSION_OPTIONS.items()}
         session_opts["steps_per_frame"] = "auto"  # frames inside a session's step(n)
+        self._session_options = session_opts
         labels = [_label(a) for a in algorithms]
         self.sessions: dict[str, Session] = {}
+        self._recipes: dict[str, KnobRecipe] = {}
         for label, algorithm in zip(labels, algorithms):
             seen = sum(1 for k in self.sessions if k.split("#")[0] == label)
             if seen:  # a repeated algorithm: d_rtrl, d_rtrl#2, ...
@@ -185,6 +246,7 @@ class Comparison(Runner[dict[str, History]]):
                 self.sessions[label] = Session(clone, x, parts=parts)
             except Exception as error:
                 raise type(error)(f"compare mode, algorithm {label!r}: {error}") from error
+            self._recipes[label] = KnobRecipe.of(algorithm, parts.algorithm)
         self.labels = list(self.sessions)
         self._times: dict[str, deque[float]] = {k: deque(maxlen=TIMING_WINDOW) for k in self.labels}
         self.state_bytes = {
@@ -228,6 +290,98 @@ class Comparison(Runner[dict[str, History]]):
         for session in self.sessions.values():
             session.set_data(data)
         self.error = None
+
+    # -- knobs ---------------------------------------------------------------------------
+    def knobs(self) -> dict[str, dict[str, Any]]:
+        """``{knob: {label: value}}``: each knob (:data:`~etp_viz.learn.knobs.KNOBS`) that some
+        learner here takes, with its value on each such learner (a learner given as a factory
+        whose parameters do not name the knob is left out: its knob cannot move)."""
+        found: dict[str, dict[str, Any]] = {}
+        for label, session in self.sessions.items():
+            movable = self._recipes[label].spelling
+            for name, value in knobs_of(session.algorithm).items():
+                if name in movable:
+                    found.setdefault(name, {})[label] = value
+        return {name: found[name] for name in KNOBS if name in found}
+
+    def set_knob(self, **knobs: Any) -> dict[str, dict[str, Any]]:
+        """Move learners' knobs while paused: ``comparison.set_knob(decay=0.5)``.
+
+        Every learner that takes a knob (ES-D-RTRL's ``decay``, truncated BPTT's ``window``,
+        e-prop's ``kappa_filter_decay``, SnAp's ``n``: :meth:`knobs`) is rebuilt with the new
+        value on its own model at the current step, and its next frame compiles again: its
+        weights, hidden states, optimizer state and history go on, its own state (traces,
+        influence matrix, window) starts afresh. The other learners are untouched and all stay
+        in lockstep. :meth:`reset` goes back to the first weights with the knobs as set. Labels
+        keep the names the learners were given (``snap2`` moved to ``n=3`` is still
+        ``snap2``); :meth:`knobs` and :meth:`rows` say the values. Listeners get ``'knob'``.
+
+        Raises RuntimeError while running, TypeError for an unknown knob (or a value that is
+        not a number), ValueError for a knob no learner here takes or a value out of its
+        range; nothing changes then. Returns :meth:`knobs`.
+        """
+        if self.running:
+            raise RuntimeError(
+                "set_knob: pause the comparison first (comparison.pause()); a knob rebuilds "
+                "its learners between two rounds."
+            )
+        offered = self.knobs()
+        if not knobs:
+            raise TypeError(
+                "set_knob takes knob=value, e.g. set_knob(decay=0.5); this comparison's "
+                f"knobs: {list(offered) or 'none'}."
+            )
+        values = {name: self._checked_knob(name, value, offered) for name, value in knobs.items()}
+        with self.lock:  # every learner is built before any session changes
+            rebuilt = {}
+            for label, session in self.sessions.items():
+                change = {k: v for k, v in values.items() if label in offered[k]}
+                if change:
+                    rebuilt[label] = self._rebuilt(label, session, change)
+            for label, (parts, recipe) in rebuilt.items():
+                session = self.sessions[label]
+                session.replace_learner(parts)
+                self._recipes[label] = recipe
+                self.state_bytes[label] = learner_state_bytes(parts.algorithm, session.model)
+                self._times[label].clear()
+        self._notify("knob")
+        return self.knobs()
+
+    def _checked_knob(self, name: str, value: Any, offered: dict[str, Any]) -> Any:
+        knob = KNOBS.get(name)
+        if knob is None:
+            close = difflib.get_close_matches(name, list(KNOBS), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise TypeError(
+                f"set_knob: unknown knob {name!r}.{hint} The knobs: {list(KNOBS)}; this "
+                f"comparison's: {list(offered) or 'none'}."
+            )
+        if name not in offered:
+            takers = [spec.name for spec in LEARNERS.values() if name in spec.options]
+            raise ValueError(
+                f"set_knob: no learner of this comparison ({', '.join(self.labels)}) takes "
+                f"{name!r}: it is an option of {takers}, given by name, class or "
+                f"functools.partial. This comparison's knobs: {list(offered) or 'none'}."
+            )
+        try:
+            return knob.check(value)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"set_knob: {error}") from None
+
+    def _rebuilt(
+        self, label: str, session: Session, change: dict[str, Any]
+    ) -> tuple[Any, KnobRecipe]:
+        """The parts of ``session`` with its learner rebuilt with ``change``, and the recipe
+        that keeps it (nothing of the session changes here)."""
+        recipe = self._recipes[label]
+        options = {**self._session_options, "data": session.data.data}
+        try:
+            learner = recipe.build(session.model, change)
+            options["algorithm"] = learner
+            parts = assemble_session(session.model, self.example_input, options)
+        except Exception as error:
+            raise type(error)(f"set_knob: algorithm {label!r} with {change}: {error}") from error
+        return parts, recipe.moved(change)
 
     # -- stepping ------------------------------------------------------------------------
     def _advance(self, session: Session, label: str, n: int) -> tuple[bool, float]:
@@ -332,7 +486,7 @@ class Comparison(Runner[dict[str, History]]):
     def rows(self, last: int = 50) -> list[dict[str, Any]]:
         """One row per algorithm: step, mean loss of the ``last`` steps, mean fidelity of its
         checkpoints (cosine and relative error; windows without gradient skipped), cost,
-        halted, failure message."""
+        halted, failure message, its knobs (``{knob: value}``)."""
         out = []
         costs = self.costs()
         for label, session in self.sessions.items():
@@ -349,6 +503,7 @@ class Comparison(Runner[dict[str, History]]):
                     **costs[label],
                     "halted": session.halted,
                     "failure": (history.failure or {}).get("message"),
+                    "knobs": knobs_of(session.algorithm),
                 }
             )
         return out

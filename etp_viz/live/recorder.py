@@ -145,17 +145,18 @@ class Recorder:
         mask[: self.dense_width] = False
         return mask
 
-    def init(self, rows: bool = True) -> dict[str, Any]:
+    def init(self, rows: bool = True, start: int = 0) -> dict[str, Any]:
         """A fresh ring (device arrays): ONE packed ``(capacity, width)`` buffer, write count,
         halt flag and failure record (which columns went non-finite). ``rows=False``: the
         bookkeeping only, for a caller whose frames hand their rows over in their own
-        :meth:`pack` / :meth:`pack_sparse` outputs (the live session)."""
-        self._drained = 0
+        :meth:`pack` / :meth:`pack_sparse` outputs (the live session). ``start``: rows
+        already written elsewhere (a session that goes on with a new learner counts on)."""
+        self._drained = int(start)
         self.pending = []
         buffer = {"rows": jnp.zeros((self.capacity, self.width), self.dtype)} if rows else {}
         return {
             **buffer,
-            "count": jnp.zeros((), jnp.int32),
+            "count": jnp.full((), int(start), jnp.int32),
             "halted": jnp.zeros((), jnp.bool_),
             "bad_step": jnp.full((), -1, jnp.int32),
             "bad_cols": jnp.zeros((self.width + len(self.checks),), jnp.bool_),

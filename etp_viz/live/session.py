@@ -349,6 +349,28 @@ class Session(Runner[History]):
             self._prefetched = None
             self.error = None
 
+    def replace_learner(self, parts: SessionParts) -> None:
+        """Go on from this step with the learner, probe and recorder of ``parts`` (built on
+        this model: another knob value, compare mode's ``set_knob``). Weights, hidden states,
+        optimizer state, data and history go on; the learner's state starts afresh; the
+        frames compile again; :meth:`reset` goes back to the first weights, with it."""
+        if parts.algorithm.model is not self.model or self.running:
+            raise RuntimeError("replace_learner: pause first; build it on this session's model")
+        with self.recompiling():
+            model_states = {id(s) for s in brainstate.graph.states(self.model).values()}
+            first = {k: v for k, v in self._initial_values.items() if k in model_states}
+            self.algorithm, self.probe, self.recorder = parts.algorithm, parts.probe, parts.recorder
+            self.params = self.probe.param_states
+            self.ring = self.recorder.init(rows=False, start=self.step_count)
+            self._states_cache = None
+            fresh = {id(s): (s, s.value) for s in self._all_states()}
+            self._initial_values = {k: first.get(k, value) for k, value in fresh.items()}
+            task, reset = checked_task(self.options["task"]), self.options["episode_reset"]
+            self.episodes = Episodes.of(task, reset, self._initial_values.values())
+            if self._fidelity is not None:
+                self._fidelity.rebind(self.meter_context())
+            self._history.meta.update(self._meta())
+
     # -- the jitted frame ------------------------------------------------------------------
     @contextmanager
     def recompiling(self) -> Iterator[None]:

@@ -45,6 +45,8 @@
  * @property {number} [steps_per_frame]
  * @property {string[] | null} [record]  series sent to the page (null: all)
  * @property {CompareRow[]} [compare]  compare mode only: one row per algorithm (the cost table)
+ * @property {import("./live/knobs.js").KnobSlider[]} [knobs]  compare mode only: a slider per
+ *   knob some learner takes (`_knob_sliders` in etp_viz/explorer/compare.py)
  */
 
 /**
@@ -59,6 +61,7 @@
  * @property {number} state_bytes  bytes of the learner's own state (traces, influence, buffers)
  * @property {boolean} halted
  * @property {string | null} [failure]
+ * @property {Record<string, number | number[]>} [knobs]  its knobs' values (`{decay: 0.9}`)
  */
 
 /**

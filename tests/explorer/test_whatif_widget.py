@@ -114,11 +114,18 @@ def test_exact_rtrl_is_offered_disabled_with_why_above_the_size_limit(monkeypatc
     assert ask(explorer, "cell.W", "exact")["result"]["error"] == exact["title"]
 
 
-def test_a_lifted_view_is_not_offered_lift_and_a_running_explorer_offers_nothing():
+def test_a_lifted_view_is_offered_exact_rtrl_not_lift_and_compare_mode_offers_nothing():
     lifted = explorer_of(_net(etp_viz.nn.GRUCell(N_IN, N_HID)), lift=True)
-    offers = [o for found in lifted.what_if_changes.values() for o in found]
-    assert offers and {o["id"] for o in offers} == {"exact"}
-    assert all(o["disabled"] and "lifted" in o["title"] for o in offers)  # RTRL takes no lift
+    offers = {w: found for w, found in lifted.what_if_changes.items()}
+    assert offers and {o["id"] for found in offers.values() for o in found} == {"exact"}
+    assert not any(o["disabled"] for found in offers.values() for o in found)
+    # RTRL takes no lift: the view stays lifted, RTRL learns the model as written, exactly
+    weight = next(iter(offers))
+    result = ask(lifted, weight, "exact")["result"]
+    assert not result["error"] and not result["after"]["error"]
+    assert result["after"]["learner"] == "rtrl"
+    assert {row["after"] for row in result["diff"]["claims"]} == {"exact"}
+    assert weight in result["changed"]
     assert RunningExplorer.offers_what_if is False
 
 

@@ -14,7 +14,8 @@
  * Compare mode (`CompareExplorer` in etp_viz/explorer/compare.py): panels of kind "compare"
  * overlay one line per algorithm (`labels`), `live_status.compare` fills the cost table (step,
  * loss, fidelity, ms per step, learner-state memory per algorithm); Step/Run/Pause/Reset act on
- * every algorithm. A saved compare page has `live_history.compare`: `{algorithm: history}`.
+ * every algorithm; `live_status.knobs` gives a slider per learner knob (./knobs.js). A saved
+ * compare page has `live_history.compare`: `{algorithm: history}`.
  *
  * The scrubber (./scrubber.js) replays the run: at a picked step the graph is coloured by the
  * trace magnitudes there (compare mode: of the learner chosen beside it) and every panel
@@ -30,6 +31,7 @@ import { renderLesson, compilingText } from "./lesson.js";
 import { LIVE_CSS } from "./style.js";
 import { SMOOTHING_CHOICES, TRIMS, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes, firstStepOf, drawWaiting, compareRows, drawConstantPanel } from "./panel-helpers.js";
 import { Scrubber, magnitudesAt, runMaxMagnitude, drawCursor, clearCursor, cursorText, seriesSpan } from "./scrubber.js";
+import { KnobSliders } from "./knobs.js";
 
 export { SMOOTHING_CHOICES, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes };
 
@@ -114,6 +116,8 @@ export class LivePanels {
     this.decayInput = /** @type {HTMLInputElement} */ (h("input", { type: "number", min: 0, max: 0.999, step: 0.01, value: 0.9, "data-live-input": "decay",
       onchange: () => this.send("live_set", { decay: Number(this.decayInput.value) }) }));
     this.decayLabel = h("label", { title: "ES-D-RTRL trace decay (α_x = α_f); recompiles the next frame", hidden: true }, "decay", this.decayInput);
+    // compare mode: a slider per learner knob (live_status.knobs), see ./knobs.js
+    this.knobSliders = new KnobSliders((name, value) => this.send("live_set", { [name]: value }));
     this.recordList = h("div", { hidden: true });
     const recordToggle = h("button", { class: "etp-button", "data-live-action": "record", title: "which relations and groups to record",
       onclick: () => { this.recordList.hidden = !this.recordList.hidden; } }, "Record ▾");
@@ -132,7 +136,7 @@ export class LivePanels {
     this.lessonEl = h("div", { class: "etp-live-lesson", "data-live-lesson": "", hidden: true });
     this.scrubber = new Scrubber((step) => { this.scrubStep = step; this.redrawAll(); });
     this.controls = h("div", { class: "etp-live-controls" }, this.buttons.step, this.buttons.run, this.buttons.continue, this.buttons.pause, this.buttons.reset, this.buttons.verify,
-      h("label", { title: "steps between two UI frames" }, "steps/frame", this.framesInput), this.decayLabel, this.recordBox,
+      h("label", { title: "steps between two UI frames" }, "steps/frame", this.framesInput), this.decayLabel, this.knobSliders.el, this.recordBox,
       this.trimSelect, this.legendEl, this.scrubber.el, this.statusEl, this.noteEl);
     this.errorEl = h("div", { class: "etp-live-error", role: "alert", "data-live-error": "", hidden: true });
     this.grid = h("div", { class: "etp-live-grid" });
@@ -528,6 +532,7 @@ export class LivePanels {
     const decay = this.status.decay ?? (meta.algorithm === "es_d_rtrl" ? meta.decay : null);
     this.decayLabel.hidden = decay == null || Boolean(this.compareMode);
     this.renderCompare(Array.isArray(this.status.compare) ? this.status.compare : null);
+    this.knobSliders.render(this.status.knobs, this.isStatic || Boolean(this.status.running));
     if (decay != null && document.activeElement !== this.decayInput) this.decayInput.value = String(Number(decay));
     if (this.status.steps_per_frame && document.activeElement !== this.framesInput) this.framesInput.value = String(this.status.steps_per_frame);
     if (Array.isArray(this.status.record) && !this.isStatic) {

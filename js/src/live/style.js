@@ -42,5 +42,8 @@ export const LIVE_CSS = `
 .etp-live-scrub-readout { font-family: ui-monospace, Menlo, monospace; color: #333; min-width: 9em; }
 .etp-live-cursor { font-size: 11px; color: #111; font-family: ui-monospace, Menlo, monospace; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 260px; }
 .etp-live-cursor[hidden] { display: none; }
+.etp-live-knobs { display: inline-flex; gap: 8px; align-items: center; }
+.etp-live-knobs input[type=range] { width: 110px; }
+.etp-live-knob-value { font-family: ui-monospace, Menlo, monospace; min-width: 2.5em; }
 .etp-live-record > div { position: absolute; z-index: 2; background: #fff; border: 1px solid #ccc; padding: 4px; max-height: 200px; overflow: auto; white-space: nowrap; }
 `;
