@@ -57,9 +57,15 @@ EXPECTED = {
 LESSON_GAP = ("delayed_recall", 3.0)
 
 
-@functools.cache
 def history(task_name: str, algorithm: str, steps: int, seed: int = 0) -> History:
-    """The history of a run with the task's recipe (shared by the tests of one run)."""
+    """The history of a run with the task's recipe, run once per process: the tests of one
+    run share it (``test_lesson_task_keeps_its_gap`` reads the two delayed-recall runs of
+    ``test_default_recipe_lowers_the_loss``), however the seed is passed."""
+    return _run(task_name, algorithm, steps, seed)
+
+
+@functools.cache  # keyed by the arguments as passed: `history` passes all four
+def _run(task_name: str, algorithm: str, steps: int, seed: int) -> History:
     task = get_task(task_name, seed=seed)
     brainstate.random.seed(seed)
     with warnings.catch_warnings():
@@ -140,7 +146,13 @@ def test_evidence_recipe_runs_its_budget_on_d_rtrl_over_one_stream():
             record_every=500,
             episode_reset=False,
         )
-    session.step(steps)
+    # a frame at a time: one compiled frame (one `step(8000)` cuts the run into frames of
+    # 4096, 2048, ... steps, a program each, ~2 s of compiling apiece)
+    assert steps % 500 == 0
+    for _ in range(steps // 500):
+        session.step(500)
+        if session.halted:  # (a halted session refuses further steps)
+            break
     assert not session.halted, session.history.failure
     assert session.history.num_steps == steps
     assert np.isfinite(session.history.loss).all()

@@ -102,31 +102,40 @@ def jax_softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def test_one_synapses_trace_is_the_learners_trace_entry():
+@pytest.fixture(scope="module")
+def sine_run():
+    """A learning D-RTRL run of the sine task's LIF network (no batch), 60 steps: the two
+    synapse tests read it (one run, one compile), neither steps it."""
     task = tasks.get_task("sine")
-    session = _frozen_session(task, task.suggested_model(hidden_size=8))
-    session.step(23)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(
+            task.suggested_model(hidden_size=8),
+            task.example_input(),
+            task=task,
+            algorithm="d_rtrl",
+            learning_rate=1e-3,
+        )
+    session.step(60)
+    return session
+
+
+def test_one_synapses_trace_is_the_learners_trace_entry(sine_run):
+    session = sine_run
     synapse = session.probe.activity["synapse"]
     assert synapse["name"] == "rnn.W.weight" and synapse["i"] == 0
     algorithm = session.algorithm
     trace = algorithm.get_etrace_of(synapse["path"])[synapse["key"]][synapse["leaf"]]
     _, rows = session.history.activity("activity/synapse")
-    assert rows.shape == (23, 3, 8)
+    assert rows.shape == (60, 3, 8)
     np.testing.assert_allclose(rows[-1, 0], np.asarray(trace)[0, :8, 0], rtol=1e-6)
 
 
-def test_the_learning_signal_times_the_trace_is_the_gradient_for_one_state_neurons():
+def test_the_learning_signal_times_the_trace_is_the_gradient_for_one_state_neurons(sine_run):
     """A LIF unit has one hidden state and the run has no batch: every synapse into unit j
     gets g_ij = L_j ε_ij, so the recorded (ε, L, g) multiply out (checked against the
     gradient the learner computed, recorded in the same row)."""
-    task = tasks.get_task("sine")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        session = Session(
-            task.suggested_model(hidden_size=8), task.example_input(), task=task, learning_rate=1e-3
-        )
-    session.step(60)
-    _, rows = session.history.activity("activity/synapse")
+    _, rows = sine_run.history.activity("activity/synapse")
     trace, signal, grad = rows[:, 0], rows[:, 1], rows[:, 2]
     np.testing.assert_allclose(signal * trace, grad, rtol=1e-3, atol=1e-6)
     assert np.abs(grad).max() > 0
