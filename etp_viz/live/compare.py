@@ -149,11 +149,15 @@ def _parameters(factory: Any) -> set[str]:
     metaclass hides them; a partial binding positional arguments: none, to be safe)."""
     if isinstance(factory, functools.partial):
         return set() if factory.args else _parameters(factory.func)
-    target = factory.__init__ if isinstance(factory, type) else factory
+    target = _constructor(factory) if isinstance(factory, type) else factory
     try:
         return set(inspect.signature(target).parameters)
     except (TypeError, ValueError):  # a callable without a signature: nothing moves
         return set()
+
+
+def _constructor(cls: type[Any]) -> Any:
+    return cls.__init__
 
 
 def _label(algorithm: Any) -> str:
