@@ -51,7 +51,12 @@ class _Trait:
         return instance.__dict__[self.name]
 
     def __set__(self, instance: Any, value: Any) -> None:
+        old = instance.__dict__.get(self.name, self.default)
         instance.__dict__[self.name] = value
+        for handler in instance.__dict__.get("_observers", {}).get(self.name, ()):
+            if value is not old:  # traitlets: a change notifies, a re-set of the same does not
+                handler({"name": self.name, "old": old, "new": value, "owner": instance,
+                         "type": "change"})  # fmt: skip
 
 
 class _Dict(_Trait):
@@ -84,6 +89,13 @@ class HeadlessWidget:
 
     def on_msg(self, callback: Any) -> None:
         pass
+
+    def observe(self, handler: Any, names: Any = None) -> None:
+        """Call ``handler(change)`` when one of the traits ``names`` is set to a new value
+        (``change``: a dict with ``name``, ``old``, ``new``, as traitlets gives)."""
+        observers = self.__dict__.setdefault("_observers", {})
+        for name in [names] if isinstance(names, str) else list(names or ()):
+            observers.setdefault(name, []).append(handler)
 
     def send(self, content: Any, buffers: Any = None) -> None:
         pass
