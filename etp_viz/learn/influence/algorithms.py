@@ -26,12 +26,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .learner import InfluenceLearner
+from .learner import InfluenceLearner, uses_primitive
 from .patterns import closed_pattern, one_more_step, step_patterns
+from .tiles import TiledInfluence, find_tiles, group_tiles, stored_entries
 
-__all__ = ["RTRL", "UORO", "SnAp"]
+__all__ = ["RTRL", "SPARSE_AT_MOST", "STORAGES", "UORO", "SnAp"]
 
 _EPS = 1e-7
+#: how a patterned learner may store its influence (:class:`PatternedRTRL`)
+STORAGES = ("auto", "sparse", "dense")
+#: ``storage="auto"`` keeps tiles where they hold at most this share of the ``n p`` entries
+SPARSE_AT_MOST = 0.5
 
 
 class RTRL(InfluenceLearner):
@@ -62,22 +67,72 @@ class RTRL(InfluenceLearner):
 
 
 class PatternedRTRL(RTRL):
-    """RTRL with the influence kept only on a boolean ``(n, p)`` pattern (SnAp, OSTL)."""
+    """RTRL with the influence kept only on a boolean ``(n, p)`` pattern (SnAp, OSTL).
+
+    ``storage`` says how: ``"sparse"`` only the pattern's entries, as dense tiles
+    (:class:`.tiles.TiledInfluence`, Jacobian entries from a few JVPs / VJPs);
+    ``"dense"`` an ``(n, p)`` array masked each step; ``"auto"`` (default) the tiles where
+    they hold at most :data:`SPARSE_AT_MOST` of the ``n p`` entries, else the dense array
+    (a pattern that is all but full: SnAp-2 on a dense single-layer RNN is RTRL). The two
+    give the same gradients.
+    """
+
+    def __init__(self, model: Any, name: str | None = None, storage: str = "auto"):
+        if storage not in STORAGES:
+            raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
+        super().__init__(model, name=name)
+        self.storage = storage
+        self.tiles: TiledInfluence | None = None
 
     def keep(self, pattern: np.ndarray, closed: np.ndarray) -> None:
         """Keep ``pattern``; ``closed`` is every entry RTRL can fill (per parameter, all of
         them kept: its gradient is exact)."""
-        self.pattern = jnp.asarray(pattern)
+        self.pattern = np.asarray(pattern, bool)  # host memory: the tiles never read it
         self.covered = (pattern | ~closed).all(axis=0)
         self.exact = bool(self.covered.all())
         self.support = np.asarray(pattern & closed)
+        self.tiles = None
+        if self.storage == "dense":
+            return
+        reach_h, reach_theta = step_patterns(self)
+        groups = group_tiles(find_tiles(np.asarray(pattern, bool), reach_h))
+        if self.storage == "sparse" or stored_entries(groups) <= SPARSE_AT_MOST * pattern.size:
+            # a while_loop has no reverse mode, a custom_vjp no forward mode
+            forward = self.forward_only or not self.step_has_custom_vjp()
+            self.tiles = TiledInfluence(
+                groups, reach_h, reach_theta, forward=forward, reverse=not self.forward_only
+            )
+
+    def step_has_custom_vjp(self) -> bool:
+        """Whether the step binds a ``custom_vjp`` (no forward mode through it)."""
+        jaxpr = jax.make_jaxpr(lambda t, h: self.pure_step(t, h, *self.example_args)[0])(
+            self.theta_vec, self.hidden_vec
+        )
+        return uses_primitive(jaxpr, "custom_vjp_call")
 
     def influence_support(self) -> np.ndarray:
         """The kept entries RTRL can fill: where the masked influence can be non-zero."""
         return self.support
 
+    def init_influence(self) -> Any:
+        if self.tiles is None:
+            return super().init_influence()
+        return self.tiles.zeros(self.theta_vec.dtype)
+
     def update_influence(self, influence: Any, jac: Any) -> Any:
-        return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
+        if self.tiles is None:
+            return jnp.where(self.pattern, super().update_influence(influence, jac), 0.0)
+        return self.tiles.update(influence, jac)
+
+    def contract(self, signal: Any, influence: Any) -> Any:
+        if self.tiles is None:
+            return super().contract(signal, influence)
+        return self.tiles.contract(signal, influence)
+
+    def dense_influence(self) -> Any:
+        """The ``(n, p)`` influence the learner holds now, whichever its storage."""
+        value = self._influence_state().value
+        return value if self.tiles is None else self.tiles.dense(value)
 
 
 class SnAp(PatternedRTRL):
@@ -88,15 +143,18 @@ class SnAp(PatternedRTRL):
     model : brainstate.nn.Module
     n : int
         Steps of reach kept (``n >= 1``).
+    storage : {"auto", "sparse", "dense"}
+        How the kept entries are stored (:class:`PatternedRTRL`): SnAp-1 on a GRU of 128
+        units at batch 8 keeps 19.3 M of the 57.0 M entries in tiles.
     """
 
     mask_same_step = True
     claim_family = "snap"  # its claims carry "snap<n>" (``adjust_claims``)
 
-    def __init__(self, model: Any, n: int = 2, name: str | None = None):
+    def __init__(self, model: Any, n: int = 2, name: str | None = None, storage: str = "auto"):
         if int(n) < 1 or int(n) != n:
             raise ValueError(f"SnAp's n must be a positive integer, got {n!r}")
-        super().__init__(model, name=name)
+        super().__init__(model, name=name, storage=storage)
         self.n = int(n)
 
     def prepare(self) -> None:

@@ -49,7 +49,7 @@ from etp_viz import _compat
 
 from ..contract import LearnerState, state_ids, zero_cotangent
 
-__all__ = ["InfluenceLearner", "StepGraph"]
+__all__ = ["InfluenceLearner", "StepGraph", "uses_primitive"]
 
 
 class InfluenceLearner(brainstate.nn.Module):
@@ -120,7 +120,7 @@ class InfluenceLearner(brainstate.nn.Module):
         #: the cut step, traced on first use (SnAp, OSTL, claims)
         self._cut_fn: _CutStep | None = None
         #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken forward
-        self._forward_only = _uses_primitive(function.get_jaxpr(*args), "while")
+        self._forward_only = uses_primitive(function.get_jaxpr(*args), "while")
         self.prepare()
         self.influence = LearnerState(self.init_influence())
         self._step = self._make_step()
@@ -540,7 +540,7 @@ def _output_vjp(fn: Any, *primals: Any, forward: bool = False) -> Any:
     return jax.tree_util.Partial(_pull_forward, jacobians, zeros)
 
 
-def _uses_primitive(jaxpr: Any, name: str) -> bool:
+def uses_primitive(jaxpr: Any, name: str) -> bool:
     """Whether ``jaxpr`` or a sub-jaxpr of it binds the primitive ``name``."""
     jaxpr = _compat.split_closed_jaxpr(jaxpr)[0]
     for eqn in jaxpr.eqns:
@@ -548,7 +548,7 @@ def _uses_primitive(jaxpr: Any, name: str) -> bool:
             return True
         for value in eqn.params.values():
             for item in value if isinstance(value, tuple | list) else (value,):
-                if isinstance(item, _compat.Jaxpr | _compat.ClosedJaxpr) and _uses_primitive(
+                if isinstance(item, _compat.Jaxpr | _compat.ClosedJaxpr) and uses_primitive(
                     item, name
                 ):
                     return True

@@ -15,6 +15,8 @@ from .sparsity import jacobian_sparsity
 __all__ = [
     "bool_matmul",
     "closed_pattern",
+    "hidden_components",
+    "line_classes",
     "one_more_step",
     "silent_columns",
     "state_layers",
@@ -73,8 +75,38 @@ def _cache(learner: Any) -> dict:
 
 
 def one_more_step(reach_h: np.ndarray, pattern: np.ndarray) -> np.ndarray:
-    """The entries reachable one step later (boolean products)."""
-    return pattern | bool_matmul(reach_h, pattern)
+    """The entries reachable one step later (boolean products, one per component of
+    :math:`J_h`: a batch of 8 is 8 times fewer operations)."""
+    component = hidden_components(reach_h)
+    wider = pattern.copy()
+    for c in range(int(component.max(initial=-1)) + 1):
+        rows = np.flatnonzero(component == c)
+        wider[rows] |= bool_matmul(reach_h[np.ix_(rows, rows)], pattern[rows])
+    return wider
+
+
+def hidden_components(reach_h: np.ndarray) -> np.ndarray:
+    """Per hidden entry, its connected component of :math:`J_h`'s pattern, directions
+    ignored (a batch element: the batch never mixes in one step)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    return connected_components(csr_matrix(reach_h), directed=True, connection="weak")[1]
+
+
+def line_classes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first line of each class, class of each line)`` of the rows of ``keys`` (equal
+    rows: one class, numbered in order of first appearance); a hash per row, where
+    ``np.unique(axis=0)`` sorts long byte rows slowly."""
+    seen: dict[bytes, int] = {}
+    inverse = np.fromiter(
+        (seen.setdefault(row.tobytes(), len(seen)) for row in np.ascontiguousarray(keys)),
+        np.int64,
+        count=len(keys),
+    )
+    first = np.full(len(seen), len(keys), np.int64)
+    np.minimum.at(first, inverse, np.arange(len(keys)))
+    return first, inverse
 
 
 def closed_pattern(reach_h: np.ndarray, reach_theta: np.ndarray) -> tuple[np.ndarray, int]:

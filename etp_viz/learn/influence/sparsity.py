@@ -33,7 +33,9 @@ element may depend on (bit-packed along ``N``). Primal values (parameters, state
   depends on every element of every operand (:func:`jacobian_sparsity` can report which).
 
 An array that would exceed ``max_entries`` booleans is replaced by a coarser sound answer
-(every element depends on the union of its operands' dependencies) with a warning.
+(every element depends on the union of its operands' dependencies) with a warning. Past
+:data:`MAX_COLUMNS` flat inputs the walk runs per block of columns (a GRU of 128 units has
+55,680 parameters: their identity rows alone were over the bound and SnAp-1's pattern full).
 """
 
 from __future__ import annotations
@@ -50,10 +52,13 @@ import numpy as np
 
 from etp_viz import _compat
 
-__all__ = ["MAX_ENTRIES", "jacobian_sparsity"]
+__all__ = ["MAX_COLUMNS", "MAX_ENTRIES", "MAX_PASSES", "jacobian_sparsity"]
 
 #: the most booleans one dependency array may hold before the analysis coarsens it
 MAX_ENTRIES = 200_000_000
+#: past ``MAX_COLUMNS`` columns (flat inputs) the analysis runs in passes of at most that many,
+#: at most ``MAX_PASSES`` of them (more: one coarse pass, as the size bound makes it)
+MAX_COLUMNS, MAX_PASSES = 2048, 256
 
 #: primitives whose output element reads only the same element of each operand (or a scalar)
 ELEMENTWISE = frozenset(
@@ -154,21 +159,30 @@ def jacobian_sparsity(
 
     closed = jax.make_jaxpr(tangent)(*args, *args, *leaves)
     jaxpr, consts = _compat.split_closed_jaxpr(closed)
-    analysis = _Analysis(num_columns, max_entries)
-    in_deps = [None] * nargs + [
-        analysis.identity(a.shape, int(off)) for a, off in zip(args, offsets[:-1])
-    ]
-    in_deps += [None] * len(leaves)
-    (out,) = analysis.run(jaxpr, consts, in_deps, [None] * len(in_deps))
-    out_size = math.prod(jaxpr.outvars[0].aval.shape)
-    if out is None:
-        rows = np.zeros((out_size, num_columns), bool)
-    else:
-        packed = np.broadcast_to(out, (*jaxpr.outvars[0].aval.shape, analysis.nbytes))
-        packed = packed.reshape(out_size, analysis.nbytes)
-        rows = np.unpackbits(packed, axis=-1, count=num_columns, bitorder="little").astype(bool)
-    if fallbacks is not None:
-        fallbacks |= analysis.fallbacks
+    out_shape = tuple(jaxpr.outvars[0].aval.shape)
+    out_size = math.prod(out_shape)
+    rows = np.zeros((out_size, num_columns), bool)
+    width = num_columns
+    if num_columns > MAX_COLUMNS:  # a few thousand columns a pass (module docstring)
+        defined = [v.aval for e in jaxpr.eqns for v in e.outvars]
+        largest = max([*sizes, *(a.size for a in defined if isinstance(a, _compat.ShapedArray))])
+        width = min(MAX_COLUMNS, max(8, max_entries // max(largest, 1) // 8 * 8))
+        width = width if num_columns <= MAX_PASSES * width else num_columns
+    for lo in range(0, num_columns, width):
+        hi = min(lo + width, num_columns)
+        analysis = _Analysis(hi - lo, max_entries)
+        in_deps = [None] * nargs + [
+            analysis.identity(a.shape, int(off) - lo) for a, off in zip(args, offsets[:-1])
+        ]
+        in_deps += [None] * len(leaves)
+        (out,) = analysis.run(jaxpr, consts, in_deps, [None] * len(in_deps))
+        if out is not None:
+            packed = np.broadcast_to(out, (*out_shape, analysis.nbytes))
+            packed = packed.reshape(out_size, analysis.nbytes)
+            bits = np.unpackbits(packed, axis=-1, count=hi - lo, bitorder="little")
+            rows[:, lo:hi] = bits.astype(bool)
+        if fallbacks is not None:
+            fallbacks |= analysis.fallbacks
     return tuple(rows[:, lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:]))
 
 
@@ -183,17 +197,21 @@ class _Analysis:
         self.coarsened: set[str] = set()
 
     # -- arrays ------------------------------------------------------------------------
-    def identity(self, shape: Sequence[int], offset: int) -> np.ndarray:
-        """Element ``k`` of an input of ``shape`` depends on column ``offset + k``."""
+    def identity(self, shape: Sequence[int], offset: int) -> np.ndarray | None:
+        """Element ``k`` of an input of ``shape`` depends on column ``offset + k`` (none
+        where that is outside ``[0, num_columns)``: a pass over other columns)."""
         size = math.prod(shape)
+        column = offset + np.arange(size)
+        inside = (column >= 0) & (column < self.num_columns)
+        if not inside.any():
+            return None
         if size * self.nbytes > self.max_bytes:
             bits = np.zeros(self.nbytes * 8, bool)
-            bits[offset : offset + size] = True
+            bits[column[inside]] = True
             self._coarsened("an input")
             return np.broadcast_to(np.packbits(bits, bitorder="little"), (*shape, self.nbytes))
-        column = offset + np.arange(size)
-        rows = np.zeros((size, self.nbytes), np.uint8)
-        rows[np.arange(size), column // 8] = (1 << (column % 8)).astype(np.uint8)
+        rows, kept = np.zeros((size, self.nbytes), np.uint8), column[inside]
+        rows[np.flatnonzero(inside), kept // 8] = (1 << (kept % 8)).astype(np.uint8)
         return rows.reshape(*shape, self.nbytes)
 
     def union(self, deps: Sequence[Deps]) -> np.ndarray | None:
