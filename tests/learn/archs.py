@@ -8,10 +8,42 @@ it as a brainstate module. Each layer picks
 * ``rec``: the recurrence -- ``none``, ``leaky`` (element-wise decay), ``dense`` (an ETP
   ``matmul`` of ``h^{t-1}``), ``concat`` (one ETP ``matmul`` of ``[x, h^{t-1}]``) or ``mix``
   (a plain ``h^{t-1} @ M`` with a constant ``M``: a position-coupling op);
-* ``inp``: the input op, an ETP ``matmul`` or an ETP ``element_wise`` gain;
+* ``inp``: the input op, an ETP ``matmul`` or an ETP ``element_wise`` gain; ``embed``
+  (first layer only): the layer reads integer token ids (``VOCAB`` of them; :func:`inputs`
+  then gives integers) through an ETP ``embedding`` of a ``(VOCAB, N)`` table, which is the
+  input op (with ``rec="concat"`` the embedded vector is what the ``[x, h]`` matmul reads);
 * ``bias``: none, an ETP ``element_wise`` bias of shape ``(N,)`` (broadcast over the batch)
   or a plain ``ParamState`` added with ``+``;
-* ``act``: ``tanh`` or a smooth spike;
+* ``act``: ``tanh``, a smooth spike (``spike``: a sigmoid) or a Heaviside spike with a
+  surrogate derivative: of the pre-activation, at 0, ``relu_grad`` (braintools'
+  ``surrogate.ReluGrad``, which binds the non-standard primitive
+  ``heaviside_surrogate_gradient``), ``jvp`` (a ``jax.custom_jvp`` Heaviside whose derivative
+  is a fast sigmoid's) and ``vjp`` (the same through ``jax.custom_vjp``); or of an LIF
+  neuron's membrane, at ``THRESHOLD``, with a soft reset that puts the surrogate derivative on
+  the h -> h path (the membrane leaks whatever ``rec`` says): ``lif`` (braintools'
+  ``surrogate.sigmoid``; the classic pattern whose unknown primitive the compiler once cut
+  from that path) resets by the spike of the new potential, ``v = y + decay * h^{t-1}``,
+  ``h = v - THRESHOLD * spike(v)``; ``lif_vjp`` (the ``custom_vjp`` Heaviside) by the
+  previous step's spike, as ``etp_viz.nn.LIF`` does,
+  ``h = decay * (h^{t-1} - THRESHOLD * spike(h^{t-1})) + y``. (A layer that never fires has a
+  state of exact zeros, whose zero gradients the property tests would take for structural
+  ones: hence the threshold 0 and the wide surrogates.) A ``custom_vjp`` has no forward-mode
+  derivative: D-RTRL and ES-D-RTRL take the JVP of the ``y -> h`` tail, so a ``custom_vjp``
+  spike of a value computed from the step's ETP outputs fails there (:func:`vjp_on_tail`),
+  and RTRL, SnAp-n, OSTL and UORO that of the h -> h step, so ``lif_vjp`` fails there; the
+  property tests draw around both;
+* ``norm``: a LayerNorm-style normalisation of the pre-activation across the ``N`` units
+  (before ``act``): ``ln`` hand-written without parameters, ``affine`` hand-written with a
+  learnable gain and bias (ETP ``element_wise``), ``brainstate`` a ``brainstate.nn.LayerNorm``
+  (its scale and bias plain ``ParamState`` leaves with ``ops="mixed"``, none otherwise). A
+  normalisation cancels a shift of the pre-activation along the units, which can make the
+  traces of the weights below it zero by structure (claimed ``none``);
+* ``cond``: the pre-activation (input op, recurrence, bias) computed inside a ``cond`` at the
+  top level of the update, ``lax`` (``jax.lax.cond``) or ``brainstate``
+  (``brainstate.transform.cond``), on a runtime predicate (the sign of the input's sum; for
+  token ids their parity); the false branch is ``-0.5 * pre(x, 0.5 * h^{t-1})``, both
+  branches with the layer's ETP ops (with ``ops="plain"`` their plain ops, which
+  ``lift=True`` does not lift inside a ``cond``);
 * ``reads``: whether what follows (the next layer, the output) reads the new value of the
   layer's state or the value from before this step's update;
 * ``adapt`` (two states): the adaptation reads the state before (``old``) or after
@@ -40,9 +72,9 @@ The output is an ETP or a plain readout of the last layer.
 ``Arch.ops`` rewrites every op on a parameter at once (the twins of issue 32's lifting):
 ``"etp"`` writes each one with an ETP op (a plain bias through ``element_wise``, a matrix and
 its bias in one ParamState as one ``matmul(x, W, b)``, a plain readout as ``matmul``);
-``"plain"`` writes each one in plain jnp (``x @ W``, ``x * gain``, ``y + b``), which
-``lift=True`` turns back into the ``"etp"`` twin. The default ``"mixed"`` is as described
-above.
+``"plain"`` writes each one in plain jnp (``x @ W``, ``x * gain``, ``y + b``, an embedding as
+``one_hot(ids) @ table``), which ``lift=True`` turns back into the ``"etp"`` twin. The default
+``"mixed"`` is as described above.
 """
 
 from __future__ import annotations
@@ -50,6 +82,7 @@ from __future__ import annotations
 import dataclasses
 
 import brainstate
+import braintools
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +92,13 @@ import etp_viz
 N = 3
 RECS = ("none", "leaky", "dense", "concat", "mix")
 FEEDBACKS = ("none", "add", "etp", "mix")
+ACTS = ("tanh", "spike", "relu_grad", "jvp", "vjp", "lif", "lif_vjp")
+NORMS = ("none", "ln", "affine", "brainstate")
+CONDS = ("none", "lax", "brainstate")
+#: the LIF neurons' threshold (and their soft reset's size)
+THRESHOLD = 0.5
+#: the number of token ids of an ``inp="embed"`` layer
+VOCAB = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +113,8 @@ class Layer:
     #: two states: how the adaptation and the state read each other (module docstring)
     adapt: str = "old"
     count: bool = False
+    norm: str = "none"
+    cond: str = "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +133,9 @@ class Arch:
         parts = [
             f"L{i}(S={la.states},rec={la.rec},inp={la.inp},bias={la.bias},act={la.act},"
             f"reads={la.reads},adapt={la.adapt}{',cross' if la.cross else ''}"
-            f"{',count' if la.count else ''})"
+            f"{',count' if la.count else ''}"
+            f"{f',norm={la.norm}' if la.norm != 'none' else ''}"
+            f"{f',cond={la.cond}' if la.cond != 'none' else ''})"
             for i, la in enumerate(self.layers)
         ]
         shared = ", shared Win" if self.shared else ""
@@ -121,23 +165,107 @@ def _spike(v):
     return jax.nn.sigmoid(3.0 * (v - 0.5))
 
 
+def _fast_sigmoid_grad(x):
+    return 1.0 / (1.0 + 2.0 * jnp.abs(x)) ** 2
+
+
+@jax.custom_jvp
+def _heaviside_jvp(x):
+    return (x >= 0).astype(x.dtype)
+
+
+@_heaviside_jvp.defjvp
+def _heaviside_jvp_rule(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _heaviside_jvp(x), t * _fast_sigmoid_grad(x)
+
+
+@jax.custom_vjp
+def _heaviside_vjp(x):
+    return (x >= 0).astype(x.dtype)
+
+
+def _heaviside_vjp_fwd(x):
+    return _heaviside_vjp(x), x
+
+
+def _heaviside_vjp_bwd(x, g):
+    return (g * _fast_sigmoid_grad(x),)
+
+
+_heaviside_vjp.defvjp(_heaviside_vjp_fwd, _heaviside_vjp_bwd)
+#: a derivative 0.1 * max(6 - |v|, 0): the default support |v| < 1 leaves whole layers
+#: without one (a zero that the property tests would take for a structural one)
+_relu_grad = braintools.surrogate.ReluGrad(alpha=0.1, width=6.0)
+#: Heaviside spikes with a surrogate derivative, by ``Layer.act``
+_HEAVISIDES = {
+    "relu_grad": _relu_grad,
+    "jvp": _heaviside_jvp,
+    "vjp": _heaviside_vjp,
+    "lif": braintools.surrogate.sigmoid,
+    "lif_vjp": _heaviside_vjp,
+}
+
+
+def _activation(act: str):
+    """``Layer.act`` as a function of the pre-activation (an LIF's membrane: it spikes at
+    THRESHOLD; any other Heaviside at 0)."""
+    if act == "tanh":
+        return jnp.tanh
+    if act == "spike":
+        return _spike
+    heaviside = _HEAVISIDES[act]
+    threshold = THRESHOLD if act.startswith("lif") else 0.0
+    return lambda v: heaviside(v - threshold)
+
+
+def _layer_norm(y, eps: float = 1e-5):
+    """``(y - mean) / sqrt(var + eps)`` across the units (the last axis)."""
+    centred = y - jnp.mean(y, axis=-1, keepdims=True)
+    return centred / jnp.sqrt(jnp.mean(centred**2, axis=-1, keepdims=True) + eps)
+
+
+def _predicate(x):
+    """The ``cond``'s runtime predicate: the sign of the input's sum (token ids: parity)."""
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return jnp.sum(x) % 2 == 0
+    return jnp.sum(x) > 0
+
+
+def _brainstate_layer_norm(rng: np.random.Generator, affine: bool) -> brainstate.nn.LayerNorm:
+    """A ``brainstate.nn.LayerNorm`` over the units in the default float dtype (brainstate's
+    own is float32, even under x64: its parameters too), with a drawn scale and bias when
+    ``affine`` (plain leaves, which no ``ops`` twin would lift alike: none in the twins)."""
+    dtype = jnp.result_type(float)
+    norm = brainstate.nn.LayerNorm(N, use_scale=affine, use_bias=affine, dtype=dtype)
+    if affine:
+        norm.weight.value = {
+            "scale": jnp.asarray(rng.uniform(0.5, 1.5, N), dtype),
+            "bias": jnp.asarray(0.3 * rng.standard_normal(N), dtype),
+        }
+    return norm
+
+
 class ArchLayer(brainstate.nn.Module):
     def __init__(self, spec: Layer, num_in: int, rng: np.random.Generator, ops: str = "mixed"):
         super().__init__()
         self.spec = spec
         self.ops = ops
+        if spec.inp == "embed":  # the input op; a concat matmul reads the embedded vector
+            self.table = _param(rng, (VOCAB, N), 0.8)
+            num_in = N
         if spec.rec == "concat":
             self.Wcat = _param(rng, (num_in + N, N), 0.5)
         elif spec.inp == "wnorm":
             self.v = _param(rng, (num_in, N))
             self.g = brainstate.ParamState(jnp.asarray(rng.uniform(0.5, 1.5, N)))
-        elif spec.bias == "mixed":
+        elif spec.bias == "mixed" and spec.inp != "embed":
             self.Win = brainstate.ParamState(
                 {"weight": _param(rng, (num_in, N)).value, "bias": _param(rng, (N,), 0.3).value}
             )
         elif spec.inp == "dense" or num_in != N:
             self.Win = _param(rng, (num_in, N))
-        else:
+        elif spec.inp == "elemwise":
             self.gain = _param(rng, (N,))
         if spec.rec == "dense":
             self.Wrec = _param(rng, (N, N), 0.5)
@@ -146,6 +274,11 @@ class ArchLayer(brainstate.nn.Module):
         if spec.bias in ("etp", "plain"):
             self.b = _param(rng, (N,), 0.3)
         self.decay = jnp.asarray(rng.uniform(0.4, 0.9, N))
+        if spec.norm == "affine":
+            self.ln_gain = brainstate.ParamState(jnp.asarray(rng.uniform(0.5, 1.5, N)))
+            self.ln_bias = _param(rng, (N,), 0.3)
+        elif spec.norm == "brainstate":
+            self.ln = _brainstate_layer_norm(rng, affine=ops == "mixed")
 
     def init_state(self, batch_size=None, **kwargs):
         shape = (N,) if batch_size is None else (batch_size, N)
@@ -158,11 +291,20 @@ class ArchLayer(brainstate.nn.Module):
     def reset_state(self, batch_size=None, **kwargs):
         self.init_state(batch_size)
 
-    def update(self, x, cross=None):
+    def _embed(self, ids):
+        if self.ops == "plain":
+            return jax.nn.one_hot(ids, VOCAB, dtype=self.table.value.dtype) @ self.table.value
+        return etp_viz.embedding(ids, self.table.value)
+
+    def _pre(self, x, h_old):
+        """The pre-activation: the input op, the recurrence and the bias."""
         spec, ops = self.spec, self.ops
-        h_old = self.h.value
+        if spec.inp == "embed":
+            x = self._embed(x)
         if spec.rec == "concat":
             y = _mm(ops, jnp.concatenate([x, h_old], axis=-1), self.Wcat.value)
+        elif spec.inp == "embed":
+            y = x
         elif spec.inp == "wnorm":
             weight = self.g.value * self.v.value / jnp.linalg.norm(self.v.value, axis=0)
             y = _mm(ops, x, weight)
@@ -182,13 +324,47 @@ class ArchLayer(brainstate.nn.Module):
             y = y + _gain(ops, self.b.value)
         elif spec.bias == "plain":
             y = y + (self.b.value if ops == "mixed" else _gain(ops, self.b.value))
+        return y
+
+    def _pre_in_cond(self, x, h_old):
+        """:meth:`_pre` inside a top-level ``cond`` (``Layer.cond``)."""
+        branches = (
+            lambda: self._pre(x, h_old),
+            lambda: -0.5 * self._pre(x, 0.5 * h_old),
+        )
+        if self.spec.cond == "lax":
+            return jax.lax.cond(_predicate(x), *branches)
+        return brainstate.transform.cond(_predicate(x), *branches)
+
+    def _normalise(self, y):
+        """``Layer.norm`` across the units."""
+        norm = self.spec.norm
+        if norm == "brainstate":
+            return self.ln(y)
+        y = _layer_norm(y)
+        if norm == "affine":
+            y = y * _gain(self.ops, self.ln_gain.value) + _gain(self.ops, self.ln_bias.value)
+        return y
+
+    def update(self, x, cross=None):
+        spec = self.spec
+        h_old = self.h.value
+        y = self._pre(x, h_old) if spec.cond == "none" else self._pre_in_cond(x, h_old)
         self.last_y = y  # read by the next layer when the arch shares it
         if cross is not None:
             y = y + 0.5 * cross
-        act = jnp.tanh if spec.act == "tanh" else _spike
-        new = act(y)
-        if spec.rec in ("leaky", "mix"):
-            new = new + self.decay * h_old
+        if spec.norm != "none":
+            y = self._normalise(y)
+        act = _activation(spec.act)
+        if spec.act == "lif":  # a membrane that leaks, soft reset by its new spike
+            new = y + self.decay * h_old
+            new = new - THRESHOLD * act(new)
+        elif spec.act == "lif_vjp":  # reset by the previous step's spike (etp_viz.nn.LIF)
+            new = self.decay * (h_old - THRESHOLD * act(h_old)) + y
+        else:
+            new = act(y)
+            if spec.rec in ("leaky", "mix"):
+                new = new + self.decay * h_old
         if spec.states == 2 and spec.adapt == "first":  # a first; h reads the new a
             self.a.value = 0.7 * self.a.value + 0.3 * act(y)
             new = new - 0.4 * self.a.value
@@ -242,6 +418,15 @@ class ArchNet(brainstate.nn.Module):
         return x @ self.Wo.value
 
 
+def vjp_on_tail(spec: Layer) -> bool:
+    """Whether a ``custom_vjp`` spike reads a value computed from the layer's ETP outputs in
+    the same step (``act="vjp"``; ``lif_vjp`` with an adaptation reading ``y`` or the new
+    state): the ETP learners take the ``y -> h`` tail's JVP, which a ``custom_vjp`` refuses."""
+    if spec.act == "vjp":
+        return True
+    return spec.act == "lif_vjp" and spec.states == 2 and spec.adapt != "old"
+
+
 def _plain_win(layer: ArchLayer) -> bool:
     return hasattr(layer, "Win") and not isinstance(layer.Win.value, dict)
 
@@ -253,6 +438,9 @@ def build(arch: Arch) -> ArchNet:
 
 
 def inputs(arch: Arch, num_steps: int) -> jax.Array:
-    shape = (num_steps, N) if arch.batch is None else (num_steps, arch.batch, N)
+    """``num_steps`` inputs: normal floats, or token ids when the first layer embeds them."""
     rng = np.random.default_rng(arch.seed + 1000)
-    return jnp.asarray(rng.standard_normal(shape))
+    steps = (num_steps,) if arch.batch is None else (num_steps, arch.batch)
+    if arch.layers[0].inp == "embed":
+        return jnp.asarray(rng.integers(0, VOCAB, steps), jnp.int32)
+    return jnp.asarray(rng.standard_normal((*steps, N)))
