@@ -15,6 +15,7 @@ from tests.explorer.test_live_whatif import live_of
 from tests.test_whatif import Leaky, _net
 
 from .test_live_browser import assert_clean, bridged, wait_status  # noqa: F401
+from .test_whatif_explorer_browser import lift_cell_w_and_close
 
 pytestmark = pytest.mark.browser
 
@@ -25,20 +26,7 @@ def test_a_paused_live_run_offers_what_if_and_shows_the_diff_and_both_graphs(bri
     p = page.page
     p.click("button[data-live-action=step]")
     wait_status(page, "step 1 ")
-    p.click('[data-weight="cell.W"]')
-    offer = p.locator('[data-what-if-offer="cell.W"]')
-    assert offer.inner_text().startswith("What if")
-    offer.locator('[data-what-if="lift"]').click()
-    panel = p.locator('[data-region="what-if"]')
-    panel.locator("[data-what-if-changes]").wait_for(timeout=60000)
-    changes = panel.locator("[data-what-if-changes]").inner_text()
-    assert "relation added: cell.W → cell.h" in changes
-    assert "cell.W: none → exact" in changes
-    assert "learner state" in panel.locator("[data-what-if-cost]").inner_text()
-    assert panel.locator(".etp-whatif-side svg").count() == 2
-    assert explorer.what_if["diff"]["relations"]["added"] == [["cell.W", ["cell.h"]]]
-    panel.locator("[data-what-if-close]").click()
-    assert panel.is_hidden()
+    lift_cell_w_and_close(p, explorer)
     # the run goes on from its step
     p.click("button[data-live-action=step]")
     wait_status(page, "step 2 ")

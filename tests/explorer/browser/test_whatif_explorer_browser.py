@@ -84,20 +84,7 @@ def test_what_if_lift_on_a_plain_weight_shows_the_added_relation_and_both_graphs
         warnings.simplefilter("ignore", UserWarning)  # cell.W's plain `@`: what this is about
         explorer = build_explorer(_net(Leaky(plain=True)), x)
     page = bridged(explorer)
-    page.page.click('[data-weight="cell.W"]')
-    offer = page.page.locator('[data-what-if-offer="cell.W"]')
-    assert offer.inner_text().startswith("What if")
-    offer.locator('[data-what-if="lift"]').click()
-    panel = page.page.locator('[data-region="what-if"]')
-    panel.locator("[data-what-if-changes]").wait_for(timeout=60000)
-    changes = panel.locator("[data-what-if-changes]").inner_text()
-    assert "relation added: cell.W → cell.h" in changes
-    assert "cell.W: none → exact" in changes
-    assert "learner state" in panel.locator("[data-what-if-cost]").inner_text()
-    assert panel.locator(".etp-whatif-side svg").count() == 2
-    assert explorer.what_if["diff"]["relations"]["added"] == [["cell.W", ["cell.h"]]]
-    panel.locator("[data-what-if-close]").click()
-    assert panel.is_hidden()
+    lift_cell_w_and_close(page.page, explorer)
     assert page.page.evaluate("window.etpModel.get('what_if')") is None
     assert page.errors == [], page.errors
     assert page.aborted == [], page.aborted
@@ -118,3 +105,22 @@ def test_what_if_offers_exact_rtrl_on_a_gru_gate_and_a_saved_page_says_no_kernel
     page.page.click('[data-weight="out.weight"]')  # a readout: nothing to offer
     assert page.page.locator("[data-what-if-offer]").count() == 0
     assert page.aborted == []
+
+
+def lift_cell_w_and_close(p, explorer) -> None:
+    """Select ``cell.W``, run its "lift plain ops" offer, check the panel (the relation added,
+    none -> exact, the cost, both graphs) and the explorer's result, and close the panel."""
+    p.click('[data-weight="cell.W"]')
+    offer = p.locator('[data-what-if-offer="cell.W"]')
+    assert offer.inner_text().startswith("What if")
+    offer.locator('[data-what-if="lift"]').click()
+    panel = p.locator('[data-region="what-if"]')
+    panel.locator("[data-what-if-changes]").wait_for(timeout=60000)
+    changes = panel.locator("[data-what-if-changes]").inner_text()
+    assert "relation added: cell.W → cell.h" in changes
+    assert "cell.W: none → exact" in changes
+    assert "learner state" in panel.locator("[data-what-if-cost]").inner_text()
+    assert panel.locator(".etp-whatif-side svg").count() == 2
+    assert explorer.what_if["diff"]["relations"]["added"] == [["cell.W", ["cell.h"]]]
+    panel.locator("[data-what-if-close]").click()
+    assert panel.is_hidden()
