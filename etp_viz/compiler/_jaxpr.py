@@ -35,9 +35,11 @@ __all__ = [
     "CALL_PRIMITIVE_NAMES",
     "CONTROL_FLOW_PRIMITIVE_NAMES",
     "CUSTOM_CALL_PRIMITIVE_NAMES",
+    "REVERSE_ONLY_PRIMITIVE_NAMES",
     "DefUse",
     "ParamTrace",
     "VISITS",
+    "binds",
     "build_jaxpr",
     "cond_conversion_blocker",
     "eval_jaxpr",
@@ -411,6 +413,17 @@ def _contains(jaxpr: Jaxpr, predicate: Any) -> bool:
         if predicate(eqn) or any(_contains(inner, predicate) for _, inner in sub_jaxprs(eqn)):
             return True
     return False
+
+
+#: Primitives with a reverse-mode rule only (``jax.custom_vjp``): no forward mode through them
+REVERSE_ONLY_PRIMITIVE_NAMES = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
+
+
+def binds(jaxpr: Any, names: Collection[str]) -> bool:
+    """Whether ``jaxpr`` (open or closed) or a jaxpr nested in it binds a primitive named in
+    ``names``; e.g. ``binds(jaxpr, REVERSE_ONLY_PRIMITIVE_NAMES)``: a ``jax.custom_vjp``, whose
+    derivatives must be taken in reverse mode (``jax.jvp`` through it raises)."""
+    return _contains(split_closed(jaxpr)[0], lambda eqn: eqn.primitive.name in names)
 
 
 def _select_eqn(index: Any, cases: list, out: Var, like: JaxprEqn) -> JaxprEqn:

@@ -256,7 +256,7 @@ def _is_zero(value: Any) -> bool:
 
     if isinstance(value, dict):
         return not value
-    if isinstance(value, _Opaque) or value is None:
+    if isinstance(value, _Opaque | _Scaled) or value is None:
         return False
     arr = np.asarray(value)
     return arr.dtype.kind == "V" or not np.any(arr)  # float0 (an integer's tangent) or zeros
@@ -264,6 +264,17 @@ def _is_zero(value: Any) -> bool:
 
 class _Opaque:
     """A Var the rules cannot express (its own atom)."""
+
+
+class _Scaled:
+    """An unknown scalar times a value the rules express (an array or a linear combination):
+    what if-conversion makes of a tangent, ``select_n(p, 0, T)`` with a scalar predicate
+    ``p`` (a top-level ``cond``). ``gate`` names the scalar (the predicate and which cases hold
+    ``T``); an equation homogeneous in the gate's values maps them to the gate times the
+    equation on ``T`` (a normalisation's ``T - mean(T)`` is still seen to vanish)."""
+
+    def __init__(self, gate: Any, value: Any):
+        self.gate, self.value = gate, value
 
 
 def _symbolic(jaxpr: Any, consts: list, args: list | None) -> list:
@@ -290,7 +301,13 @@ def _symbolic_eqn(eqn: Any, vals: list) -> list:
     import numpy as np
 
     name = eqn.primitive.name
+    if any(isinstance(v, _Scaled) for v in vals):
+        return _scaled_eqn(eqn, vals)
     concrete = [not isinstance(v, dict) for v in vals]
+    if name == "select_n" and not concrete[0] and not eqn.invars[0].aval.shape:
+        gated = _gated_select(vals)
+        if gated is not None:
+            return [gated]
     if all(concrete):
         out = eqn.primitive.bind(*vals, **eqn.params)
         return list(out) if eqn.primitive.multiple_results else [out]
@@ -298,6 +315,8 @@ def _symbolic_eqn(eqn: Any, vals: list) -> list:
         closed = eqn.params["jaxpr"]
         return _symbolic(closed.jaxpr, list(closed.consts), vals)
     opaque = [_Opaque() for _ in eqn.outvars]
+    if name == "custom_lin" and all(_is_zero(v) for v in vals[eqn.params["num_res"] :]):
+        return [{} for _ in eqn.outvars]  # a custom_vjp's tangent map: linear in the tangents
     if len(eqn.outvars) != 1:
         return opaque
     out_shape = tuple(eqn.outvars[0].aval.shape)
@@ -330,3 +349,54 @@ def _symbolic_eqn(eqn: Any, vals: list) -> list:
             factor = scale if name == "mul" else 1.0 / scale
             return [{k: c * factor for k, c in vals[at].items()}]
     return opaque
+
+
+def _gated_select(vals: list) -> Any:
+    """``select_n(p, *cases)`` with an unknown scalar ``p`` and cases that are zero or one value
+    ``T`` (an array or a linear combination): ``T`` times an unknown scalar (``None`` for
+    other cases)."""
+    import numpy as np
+
+    cases = vals[1:]
+    if any(isinstance(v, _Scaled) for v in cases):
+        return None
+    live = [k for k, v in enumerate(cases) if not _is_zero(v)]
+    if not live:
+        return cases[0]
+    first = cases[live[0]]
+
+    def same(value: Any) -> bool:
+        if isinstance(first, dict) or isinstance(value, dict):
+            return isinstance(first, dict) and isinstance(value, dict) and value == first
+        return bool(np.array_equal(np.asarray(value), np.asarray(first)))
+
+    if not all(same(cases[k]) for k in live[1:]):
+        return None
+    return _Scaled((tuple(sorted(vals[0].items())), tuple(live)), first)
+
+
+def _scaled_eqn(eqn: Any, vals: list) -> list:
+    """An equation on ``_Scaled`` values of one gate, homogeneous of degree one in them (a
+    linear map of one, a sum of several, a product or quotient of one by an unscaled value):
+    the gate times the equation on their values; anything else is opaque."""
+    name = eqn.primitive.name
+    scaled = [k for k, v in enumerate(vals) if isinstance(v, _Scaled)]
+    if len(eqn.outvars) != 1 or len({vals[k].gate for k in scaled}) != 1:
+        return [_Opaque() for _ in eqn.outvars]
+    if name in _ADDITIVE or name == "select_n":  # terms / cases: the gate's or zero
+        first = 1 if name == "select_n" else 0  # a select's predicate is not a case
+        homogeneous = all(k in scaled or _is_zero(v) for k, v in enumerate(vals) if k >= first)
+        homogeneous &= 0 not in scaled or first == 0
+    elif name in ("mul", "dot_general"):
+        homogeneous = len(scaled) == 1
+    elif name == "div":
+        homogeneous = scaled == [0]
+    else:
+        homogeneous = name in _LINEAR_MAPS or name == "neg"
+    if not homogeneous:
+        return [_Opaque()]
+    gate = vals[scaled[0]].gate
+    out = _symbolic_eqn(eqn, [v.value if isinstance(v, _Scaled) else v for v in vals])[0]
+    if isinstance(out, _Opaque) or _is_zero(out):
+        return [out]
+    return [_Scaled(gate, out)]

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 
 from etp_viz import _compat
 
-from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr
+from ._jaxpr import REVERSE_ONLY_PRIMITIVE_NAMES, VISITS, binds, eval_jaxpr, slice_jaxpr
 from ._positions import PositionCache, carries_no_derivative, is_position_preserving
 from ._primitive_probe import PrimitiveJudgement
 from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
@@ -117,7 +117,8 @@ class HiddenGroup(NamedTuple):
         Entry ``[p, a, b]`` is :math:`\\partial h^t[p, a] / \\partial h^{t-1}[p, b]`.
         ``'diagonal'`` mode: one VJP per state ``a`` with a cotangent of ones on slice ``a``
         (exact because the transition is position-preserving). ``'coupled'`` mode: the
-        position-diagonal of the full ``jax.jacfwd`` Jacobian.
+        position-diagonal of the full ``jax.jacfwd`` Jacobian (``jax.jacrev`` through a
+        ``jax.custom_vjp``).
         """
         consts = self._consts(const_vals)
 
@@ -128,7 +129,9 @@ class HiddenGroup(NamedTuple):
         h_cat = self.concat_hidden(hidden_vals)
         num = self.num_state
         if self.recurrence == "coupled":
-            full = jax.jacfwd(step)(h_cat)
+            # a custom_vjp (surrogate spike) in the transition has no forward mode
+            reverse = binds(self.transition_jaxpr, REVERSE_ONLY_PRIMITIVE_NAMES)
+            full = (jax.jacrev if reverse else jax.jacfwd)(step)(h_cat)
             size = max(1, h_cat.size // num)
             full = full.reshape(size, num, size, num)
             blocks = full[jnp.arange(size), :, jnp.arange(size), :]

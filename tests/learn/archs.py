@@ -28,10 +28,8 @@ it as a brainstate module. Each layer picks
   ``h = decay * (h^{t-1} - THRESHOLD * spike(h^{t-1})) + y``. (A layer that never fires has a
   state of exact zeros, whose zero gradients the property tests would take for structural
   ones: hence the threshold 0 and the wide surrogates.) A ``custom_vjp`` has no forward-mode
-  derivative: D-RTRL and ES-D-RTRL take the JVP of the ``y -> h`` tail, so a ``custom_vjp``
-  spike of a value computed from the step's ETP outputs fails there (:func:`vjp_on_tail`),
-  and RTRL, SnAp-n, OSTL and UORO that of the h -> h step, so ``lif_vjp`` fails there; the
-  property tests draw around both;
+  derivative: the learners take their Jacobian products through it in reverse
+  (:mod:`etp_viz.learn.autodiff`);
 * ``norm``: a LayerNorm-style normalisation of the pre-activation across the ``N`` units
   (before ``act``): ``ln`` hand-written without parameters, ``affine`` hand-written with a
   learnable gain and bias (ETP ``element_wise``), ``brainstate`` a ``brainstate.nn.LayerNorm``
@@ -416,15 +414,6 @@ class ArchNet(brainstate.nn.Module):
         if self.arch.out == "etp" or self.arch.ops != "mixed":
             return _mm(self.arch.ops, x, self.Wo.value)
         return x @ self.Wo.value
-
-
-def vjp_on_tail(spec: Layer) -> bool:
-    """Whether a ``custom_vjp`` spike reads a value computed from the layer's ETP outputs in
-    the same step (``act="vjp"``; ``lif_vjp`` with an adaptation reading ``y`` or the new
-    state): the ETP learners take the ``y -> h`` tail's JVP, which a ``custom_vjp`` refuses."""
-    if spec.act == "vjp":
-        return True
-    return spec.act == "lif_vjp" and spec.states == 2 and spec.adapt != "old"
 
 
 def _plain_win(layer: ArchLayer) -> bool:

@@ -115,6 +115,20 @@ L = archs.Layer
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", ["rtrl", "uoro", "snap2", "ostl_recurrent"])
+def test_a_custom_vjp_spike_on_the_h_to_h_path(x64, name):
+    """An LIF reset by a ``jax.custom_vjp`` spike of the previous potential (no forward mode):
+    the step's Jacobian products go in reverse (``jax.jacfwd`` raised before); RTRL exact."""
+    arch = archs.Arch((L(act="lif_vjp", rec="dense", bias="etp"),), batch=2)
+    check(arch, name)
+    if name == "rtrl":
+        model = archs.build(arch)
+        alg = make(model, name)
+        alg.compile_graph(archs.inputs(arch, 1)[0])
+        assert alg.reverse_only and not alg.forward_only
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize(
     ("arch", "window", "kinds"),
     [

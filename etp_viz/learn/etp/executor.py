@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
+from etp_viz.compiler._jaxpr import REVERSE_ONLY_PRIMITIVE_NAMES, binds
+
+from ..autodiff import push_forward
 from .plan import ExecutionPlan, build_plan
 
 if TYPE_CHECKING:
@@ -178,7 +181,8 @@ class ETraceGraphExecutor:
 
     def output_jacobians(self, ys: dict, tail_consts: dict) -> dict:
         """``{(relation, group): D_f}`` of shape ``(*varshape, S)``: one JVP (all-ones
-        tangent) of the relation's compiled ``y -> h`` tails."""
+        tangent) of the relation's compiled ``y -> h`` tails; by reverse over reverse where a
+        tail binds a ``jax.custom_vjp`` (a surrogate spike), which has no forward mode."""
         plan, graph = self._compiled()
         relations = graph.hidden_param_op_relations
         result = {}
@@ -186,10 +190,15 @@ class ETraceGraphExecutor:
             tails = relations[rel.graph_index]
             consts = tail_consts[rel.index]
             y = ys[rel.index]
-            _, tangents = jax.jvp(
+            reverse = any(
+                binds(jaxpr, REVERSE_ONLY_PRIMITIVE_NAMES)
+                for jaxpr in tails.y_to_hidden_group_jaxprs
+            )
+            _, tangents = push_forward(
                 lambda y, tails=tails, consts=consts: tails.y_to_hidden_groups(y, consts),
                 (y,),
                 (jnp.ones_like(y),),
+                reverse=reverse,
             )
             for g, df in zip(rel.group_indices, tangents):
                 result[(rel.index, g)] = jax.lax.stop_gradient(df)

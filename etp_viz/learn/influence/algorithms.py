@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .learner import InfluenceLearner, uses_primitive
+from .learner import InfluenceLearner
 from .patterns import closed_pattern, one_more_step, step_patterns
 from .tiles import TiledInfluence, find_tiles, group_tiles, stored_entries
 
@@ -98,17 +98,10 @@ class PatternedRTRL(RTRL):
         groups = group_tiles(find_tiles(np.asarray(pattern, bool), reach_h))
         if self.storage == "sparse" or stored_entries(groups) <= SPARSE_AT_MOST * pattern.size:
             # a while_loop has no reverse mode, a custom_vjp no forward mode
-            forward = self.forward_only or not self.step_has_custom_vjp()
+            forward = self.forward_only or not self.reverse_only
             self.tiles = TiledInfluence(
                 groups, reach_h, reach_theta, forward=forward, reverse=not self.forward_only
             )
-
-    def step_has_custom_vjp(self) -> bool:
-        """Whether the step binds a ``custom_vjp`` (no forward mode through it)."""
-        jaxpr = jax.make_jaxpr(lambda t, h: self.pure_step(t, h, *self.example_args)[0])(
-            self.theta_vec, self.hidden_vec
-        )
-        return uses_primitive(jaxpr, "custom_vjp_call")
 
     def influence_support(self) -> np.ndarray:
         """The kept entries RTRL can fill: where the masked influence can be non-zero."""

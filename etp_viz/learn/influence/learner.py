@@ -43,13 +43,14 @@ import brainstate
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
-from jax.tree_util import tree_leaves as leaves
 
 from etp_viz import _compat
+from etp_viz.compiler._jaxpr import REVERSE_ONLY_PRIMITIVE_NAMES, binds
 
+from ..autodiff import StepJacobians, output_vjp
 from ..contract import LearnerState, state_ids, zero_cotangent
 
-__all__ = ["InfluenceLearner", "StepGraph", "uses_primitive"]
+__all__ = ["InfluenceLearner", "StepGraph"]
 
 
 class InfluenceLearner(brainstate.nn.Module):
@@ -119,8 +120,20 @@ class InfluenceLearner(brainstate.nn.Module):
         self._compiled.patterns = {}  # structural patterns of this compilation (.patterns)
         #: the cut step, traced on first use (SnAp, OSTL, claims)
         self._cut_fn: _CutStep | None = None
-        #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken forward
-        self._forward_only = uses_primitive(function.get_jaxpr(*args), "while")
+        #: a ``while_loop`` has no reverse mode: the output's Jacobians are then taken
+        #: forward; a ``jax.custom_vjp`` (a surrogate spike) has no forward mode: the step's
+        #: Jacobian products are then taken in reverse
+        jaxpr = function.get_jaxpr(*args)
+        self._forward_only = binds(jaxpr, {"while"})
+        self._reverse_only = binds(jaxpr, REVERSE_ONLY_PRIMITIVE_NAMES)
+        if self._forward_only and self._reverse_only:
+            raise ValueError(
+                f"{type(self).__name__}: the step of {type(self.model).__name__} holds both a "
+                "`while_loop` (no reverse-mode derivative) and a `jax.custom_vjp` (no "
+                "forward-mode one), so no Jacobian of the step can be taken. Write the loop "
+                "with a static trip count (`jax.lax.fori_loop` with constant bounds, or "
+                "`jax.lax.scan`), or the custom derivative with `jax.custom_jvp`."
+            )
         self.prepare()
         self.influence = LearnerState(self.init_influence())
         self._step = self._make_step()
@@ -165,6 +178,12 @@ class InfluenceLearner(brainstate.nn.Module):
     def forward_only(self) -> bool:
         """The step holds a ``while_loop`` (no reverse mode): output Jacobians go forward."""
         return self._forward_only
+
+    @property
+    def reverse_only(self) -> bool:
+        """The step binds a ``jax.custom_vjp`` (no forward mode): Jacobian products go in
+        reverse (:mod:`etp_viz.learn.autodiff`)."""
+        return self._reverse_only
 
     def _influence_state(self) -> LearnerState:
         """The influence's state, which :meth:`compile_graph` creates."""
@@ -249,7 +268,7 @@ class InfluenceLearner(brainstate.nn.Module):
             def new_h(t, h):
                 return learner.pure_step(t, h, *args)[0]
 
-            jac = _Jacobians(new_h, theta, hidden, learner.forward_only)
+            jac = StepJacobians(new_h, theta, hidden, learner.forward_only, learner.reverse_only)
             new_hidden, out = learner.pure_step(theta, hidden, *args)
             return new_hidden, out, learner.update_influence(influence, jac)
 
@@ -261,7 +280,7 @@ class InfluenceLearner(brainstate.nn.Module):
         def fwd(theta, hidden, influence, args):
             new_hidden, out = learner.pure_step(theta, hidden, *args)
             if learner.mask_same_step:  # the output's reads of h^t apart (cut step)
-                out_vjp = _output_vjp(
+                out_vjp = output_vjp(
                     lambda t, h, r: learner.cut_step(t, h, r, *args)[1],
                     theta,
                     hidden,
@@ -269,14 +288,14 @@ class InfluenceLearner(brainstate.nn.Module):
                     forward=learner.forward_only,
                 )
             else:
-                out_vjp = _output_vjp(
+                out_vjp = output_vjp(
                     lambda t, h: learner.pure_step(t, h, *args)[1],
                     theta,
                     hidden,
                     forward=learner.forward_only,
                 )
             step_h = lambda t, h: learner.pure_step(t, h, *args)[0]  # noqa: E731
-            jac = _Jacobians(step_h, theta, hidden, learner.forward_only)
+            jac = StepJacobians(step_h, theta, hidden, learner.forward_only, learner.reverse_only)
             new_influence = learner.update_influence(influence, jac)
             return (new_hidden, out, new_influence), (out_vjp, influence, new_influence, args)
 
@@ -527,67 +546,3 @@ class _CutStep:
                 result.append(atom.val if _compat.is_literal(atom) else read(atom))
         new_values = jax.tree.unflatten(self.values_def, result[: self.num_values])
         return list(new_values), jax.tree.unflatten(self.out_def, result[self.num_values :])
-
-
-def _output_vjp(fn: Any, *primals: Any, forward: bool = False) -> Any:
-    """``cotangent -> (∂/∂primal)ᵀ cotangent`` of the step's outputs ``fn(*primals)``:
-    reverse mode, or with ``forward`` (a step with a ``while_loop``, which has no reverse
-    mode) the dense forward-mode Jacobians (small models)."""
-    if not forward:
-        return jax.vjp(fn, *primals)[1]
-    jacobians = [jax.jacfwd(fn, argnums=i)(*primals) for i in range(len(primals))]
-    zeros = [jnp.zeros_like(p) for p in primals]
-    return jax.tree_util.Partial(_pull_forward, jacobians, zeros)
-
-
-def uses_primitive(jaxpr: Any, name: str) -> bool:
-    """Whether ``jaxpr`` or a sub-jaxpr of it binds the primitive ``name``."""
-    jaxpr = _compat.split_closed_jaxpr(jaxpr)[0]
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == name:
-            return True
-        for value in eqn.params.values():
-            for item in value if isinstance(value, tuple | list) else (value,):
-                if isinstance(item, _compat.Jaxpr | _compat.ClosedJaxpr) and uses_primitive(
-                    item, name
-                ):
-                    return True
-    return False
-
-
-def _pull_forward(jacobians: list, zeros: list, cotangent: Any) -> tuple:
-    """``(∂/∂primal)ᵀ cotangent`` from dense forward-mode Jacobians (see
-    :func:`_output_vjp`)."""
-    cot = leaves(cotangent)
-    return tuple(
-        sum((jnp.tensordot(c, j, axes=jnp.ndim(c)) for c, j in zip(cot, leaves(jac))), zero)
-        for zero, jac in zip(zeros, jacobians)
-    )
-
-
-class _Jacobians:
-    """Lazy Jacobian products of ``h^t = f(θ, h^{t-1})`` at one point. ``forward_only``: the
-    step has no reverse mode (a ``while_loop``)."""
-
-    def __init__(self, fn: Any, theta: Any, hidden: Any, forward_only: bool = False):
-        self.fn, self.theta, self.hidden = fn, theta, hidden
-        self.forward_only = forward_only
-
-    def jvp_h(self, v: Any) -> Any:
-        return jax.jvp(lambda h: self.fn(self.theta, h), (self.hidden,), (v,))[1]
-
-    def vjp_theta(self, u: Any) -> Any:
-        return jax.vjp(lambda t: self.fn(t, self.hidden), self.theta)[1](u)[0]
-
-    def jac_h(self) -> Any:
-        return jax.jacfwd(lambda h: self.fn(self.theta, h))(self.hidden)
-
-    def jac_theta(self) -> Any:
-        """``∂h^t/∂θ``, ``(n, p)``: by reverse mode, one pull-back per hidden value, where there
-        are fewer hidden values than parameters (forward mode pushes ``p`` tangents through the
-        step: its temporaries are the step's intermediates times ``p``, 12 GB for a GRU of 128
-        units at batch 8 against 0.7 GB by reverse mode); forward mode otherwise."""
-        fn = lambda t: self.fn(t, self.hidden)  # noqa: E731
-        if not self.forward_only and self.hidden.shape[0] < self.theta.shape[0]:
-            return jax.jacrev(fn)(self.theta)
-        return jax.jacfwd(fn)(self.theta)

@@ -51,8 +51,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ..autodiff import output_vjp
 from ..contract import zero_cotangent
-from .learner import InfluenceLearner, _output_vjp
+from .learner import InfluenceLearner
 from .sparsity import jacobian_sparsity
 
 __all__ = ["BPTT", "TruncatedBPTT"]
@@ -172,7 +173,7 @@ class TruncatedBPTT(InfluenceLearner):
         def bwd(residuals, cotangents):
             theta, hidden, windows, args = residuals
             hidden_cot, out_cot, _ = cotangents
-            vjp = _output_vjp(
+            vjp = output_vjp(
                 lambda t: learner.unroll(t, windows, args), theta, forward=learner.forward_only
             )
             (grad,) = vjp((hidden_cot, out_cot))
