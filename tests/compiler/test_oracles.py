@@ -9,6 +9,7 @@ import pytest
 
 from etp_viz.compiler import PathClassification, compile_etrace_graph
 from etp_viz.compiler._jaxpr import all_inputs
+from etp_viz.ops import matmul
 
 from .models import CoupledPlain, TwoLayerRNN, cells, init
 
@@ -120,6 +121,47 @@ def test_vanilla_rnn_default_has_zero_d_and_coupled_mode_is_exact(x64):
 
         full = jax.jacfwd(whole)(flat[h_index])
         np.testing.assert_allclose(diag, jnp.diag(full), atol=ATOL)
+
+
+@jax.custom_vjp
+def _spike(v):
+    return (v >= 0).astype(v.dtype)
+
+
+_spike.defvjp(lambda v: (_spike(v), v), lambda v, g: (g / (1.0 + 2.0 * jnp.abs(v)) ** 2,))
+
+
+class _CoupledSpike(CoupledPlain):
+    """A soft reset by a ``jax.custom_vjp`` spike of the mixed state (no forward mode)."""
+
+    def update(self, x):
+        h = self.h.value
+        self.h.value = 0.8 * h - 0.5 * _spike(h @ self.M - 0.1) + matmul(x, self.W.value)
+        return self.h.value
+
+
+def test_coupled_mode_takes_a_custom_vjp_transition_in_reverse(x64):
+    """``'coupled'`` dh/dh is a dense Jacobian: by ``jax.jacrev`` through a ``custom_vjp``
+    (``jax.jacfwd`` raised), equal to the whole step's."""
+    model = init(_CoupledSpike())
+    model.h.value = jnp.asarray([0.3, -0.2, 0.5, 0.05])
+    x = jnp.linspace(-1, 1, 3, dtype=jnp.float64)
+    graph = compile_etrace_graph(model, x, recurrence="coupled", warn=False)
+    minfo = graph.module_info
+    states, res = _step_values(graph, x)
+    flat = jax.tree.leaves(((x,), states))
+    group = graph.hidden_groups[0]
+    diag = group.diagonal_jacobian(res.hidden_prev[0], res.group_consts[0])[..., 0, 0]
+    h_index = [i for i, v in enumerate(minfo.invars) if v is group.hidden_invars[0]][0]
+
+    def whole(h):
+        inputs = list(flat)
+        inputs[h_index] = h
+        return _whole_step(minfo, inputs, {})[group.hidden_outvars[0]]
+
+    full = jax.jacrev(whole)(flat[h_index])
+    np.testing.assert_allclose(diag, jnp.diag(full), atol=ATOL)
+    assert np.any(np.asarray(diag) != 0.8)  # the surrogate is on the path
 
 
 def test_coupling_plain_op_is_cut_not_summed(x64):
