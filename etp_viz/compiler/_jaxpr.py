@@ -213,6 +213,7 @@ def inline_calls(
     if_convert: bool = True,
     unroll: bool = True,
     state_vars: Collection[Var] = (),
+    lift_vars: Collection[Var] = (),
 ) -> InlinedJaxpr:
     """Splice every nested ``jit``/``pjit``/``closed_call`` body into one flat jaxpr.
 
@@ -227,7 +228,9 @@ def inline_calls(
     derivatives (``select_n``'s JVP selects the tangent, its VJP gives the unselected branches a
     zero cotangent); the only cost is that every branch is computed every step (a dead branch
     that produces inf/NaN derivatives can leak NaN into reverse mode: ``0 * inf``). The spliced
-    equations are recorded in ``nested_in`` under ``"cond[branch k]"``.
+    equations are recorded in ``nested_in`` under ``"cond[branch k]"``. With ``lift_vars`` (the
+    parameters' input Vars, under ``lift=True``) a ``cond`` that takes a parameter as an operand
+    is converted too, so its branches' plain ops on it can be lifted.
 
     With ``unroll`` (default), a loop with a static trip count (``scan``, or a ``while`` that
     counts ``i < upper`` with constant bounds: :func:`.loops.plan_loop`) is *unrolled* when it
@@ -259,7 +262,7 @@ def inline_calls(
         for index, eqn in enumerate(body.eqns):
             VISITS.count += 1
             invars = [read(v) for v in eqn.invars]
-            if if_convert and _should_if_convert(eqn, results):
+            if if_convert and _should_if_convert(eqn, results, invars, lift_vars):
                 splice_cond(eqn, invars, env, stack)
                 continue
             loop = plan_loop(eqn, invars, known) if unroll else None
@@ -371,14 +374,17 @@ def inline_calls(
     return InlinedJaxpr(flat, const_vals, constvars, list(jaxpr.invars), nested_in)
 
 
-def _should_if_convert(eqn: JaxprEqn, results: Collection[Var]) -> bool:
-    """A ``cond`` worth converting (an ETP primitive in a branch, or a result of the step among
-    its results) and safe to convert."""
+def _should_if_convert(
+    eqn: JaxprEqn, results: Collection[Var], invars: list, lift_vars: Collection[Var]
+) -> bool:
+    """A ``cond`` worth converting (an ETP primitive in a branch, a result of the step among
+    its results, or an operand among ``lift_vars``) and safe to convert."""
     if eqn.primitive.name != "cond" or "branches" not in eqn.params:
         return False
     relevant = any(v in results for v in eqn.outvars if _is_var(v)) or any(
         _contains(split_closed(b)[0], _is_etp_eqn) for b in eqn.params["branches"]
     )
+    relevant = relevant or any(_is_var(v) and v in lift_vars for v in invars[1:])
     return relevant and cond_conversion_blocker(eqn) is None
 
 

@@ -167,7 +167,14 @@ def extract_module_info(model: Any, *args: Any, lift: bool = False, **kwargs: An
     # looks for ETP ops in its branches)
     register_braintrace_primitives_in(open_jaxpr)
     # inner loops that touch a state are unrolled (.loops): they need the states' Vars
-    flat = inline_calls(open_jaxpr, consts, state_vars=non_param_state_vars(states, open_jaxpr))
+    # with lift, a cond taking a weight is if-converted so its plain ops on it can be lifted
+    lift_vars = non_param_state_vars(states, open_jaxpr, params=True) if lift else ()
+    flat = inline_calls(
+        open_jaxpr,
+        consts,
+        state_vars=non_param_state_vars(states, open_jaxpr),
+        lift_vars=lift_vars,
+    )
     jaxpr = flat.jaxpr
 
     retrieved = dict(brainstate.graph.states(model).items())

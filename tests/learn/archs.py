@@ -41,7 +41,7 @@ it as a brainstate module. Each layer picks
   (``brainstate.transform.cond``), on a runtime predicate (the sign of the input's sum; for
   token ids their parity); the false branch is ``-0.5 * pre(x, 0.5 * h^{t-1})``, both
   branches with the layer's ETP ops (with ``ops="plain"`` their plain ops, which
-  ``lift=True`` does not lift inside a ``cond``);
+  ``lift=True`` lifts once it has if-converted the ``cond``);
 * ``reads``: whether what follows (the next layer, the output) reads the new value of the
   layer's state or the value from before this step's update;
 * ``adapt`` (two states): the adaptation reads the state before (``old``) or after

@@ -71,8 +71,7 @@ CONDS = ["none", "none", "lax", "brainstate"]
 
 def layers(index: int, conds: Sequence = ("none",)) -> st.SearchStrategy:
     """Layer ``index`` of a generated arch, with its ``Layer.cond`` drawn from ``conds`` (none
-    by default, for the lifting test that shares this strategy: ``lift=True`` does not lift
-    plain ops inside a ``cond``)."""
+    by default)."""
     return st.builds(
         archs.Layer,
         states=st.sampled_from([1, 2]),

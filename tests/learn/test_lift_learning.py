@@ -9,6 +9,9 @@ On generated architectures (:mod:`tests.learn.archs`) written in plain jnp (``Ar
   states; a lifted ``x @ W + b`` is one ``etp_mm`` where the twin may mark ``b`` on its own),
 * and equal BPTT (``jax.grad`` through the unrolled sequence) to 1e-9 where they claim exact.
 
+The pre-activation may be computed in a top-level ``cond`` (``Layer.cond``): under
+``lift=True`` a ``cond`` that takes a weight is if-converted, so its branches' plain ops lift.
+
 ``ETP_VIZ_LIFT_EXAMPLES`` sets the number of generated examples (12 on the oldest stack's
 leg, 5 on the newest by default).
 """
@@ -31,7 +34,7 @@ import etp_viz
 from etp_viz.learn.registry import build_learner, resolve
 from tests.learn import archs
 from tests.learn.helpers import online_gradients, step_loss
-from tests.learn.test_claims_property import layers, leaf_errors
+from tests.learn.test_claims_property import CONDS, layers, leaf_errors
 from tests.oracles import bptt_gradients
 
 EXAMPLES = int(os.environ.get("ETP_VIZ_LIFT_EXAMPLES", 12 if sys.version_info < (3, 12) else 5))
@@ -41,7 +44,7 @@ ES_DECAYS = (0.5, 0.9)
 
 ARCHS = st.builds(
     archs.Arch,
-    layers=st.one_of(st.tuples(layers(0)), st.tuples(layers(0), layers(1))),
+    layers=st.one_of(st.tuples(layers(0, CONDS)), st.tuples(layers(0, CONDS), layers(1, CONDS))),
     out=st.sampled_from(["etp", "plain"]),
     batch=st.sampled_from([None, 2]),
     seed=st.integers(0, 10_000),
@@ -121,6 +124,14 @@ NAMED = {
     ),
     "weight norm, two states, feedback through a matmul": archs.Arch(
         (L(inp="wnorm", states=2), L(rec="mix", bias="mixed")), feedback="etp", batch=2
+    ),
+    # a cond taking a weight is if-converted under lift=True, so its branches' plain ops lift
+    # (they were refused: "cond has no lifting rule")
+    "plain ops in both branches of a cond": archs.Arch(
+        (L(cond="lax", bias="plain", rec="dense"),), batch=2
+    ),
+    "plain ops in a brainstate cond, stacked": archs.Arch(
+        (L(cond="brainstate", inp="elemwise"), L(cond="lax", bias="mixed"))
     ),
 }
 

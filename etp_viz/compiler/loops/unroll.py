@@ -321,9 +321,10 @@ def _where(eqn: JaxprEqn) -> str:
     return f" at {source}" if source else ""
 
 
-def non_param_state_vars(states: Sequence[Any], jaxpr: Jaxpr) -> set:
+def non_param_state_vars(states: Sequence[Any], jaxpr: Jaxpr, params: bool = False) -> set:
     """The input and output Vars of ``jaxpr`` (a traced step: state leaves last in its invars
-    and outvars, in ``states`` order) of every state that is not a ``ParamState``."""
+    and outvars, in ``states`` order) of every state that is not a ``ParamState`` (with
+    ``params``: of every ``ParamState`` instead)."""
     import brainstate
 
     found: set = set()
@@ -331,7 +332,7 @@ def non_param_state_vars(states: Sequence[Any], jaxpr: Jaxpr) -> set:
     for ends in (jaxpr.invars, jaxpr.outvars):
         start = len(ends) - sum(counts)
         for st, count in zip(states, counts):
-            if not isinstance(st, brainstate.ParamState):
+            if isinstance(st, brainstate.ParamState) == params:
                 found.update(v for v in ends[start : start + count] if _compat.is_var(v))
             start += count
     return found
