@@ -436,6 +436,16 @@ def open_box_once(browser, base, size, timeout_ms):
     return out
 
 
+def each_size(repeats: int, sizes: list[str], once) -> list[dict]:
+    """`once(size)` for every size, `repeats` rounds; each run printed as it ends."""
+    runs = []
+    for _ in range(repeats):
+        for size in sizes:
+            runs.append(once(size))
+            print(json.dumps(runs[-1]), flush=True)
+    return runs
+
+
 def append_result(path: Path, result: dict) -> None:
     """Add `result` to the JSON file at `path`: {"benchmark", "entries": [...]} (an older
     single-run file becomes the first entry)."""
@@ -513,17 +523,15 @@ def main():
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
             if args.open_box:
-                runs = []
-                for _ in range(args.repeats):
-                    for size in sizes:
-                        runs.append(open_box_once(browser, base, size, args.timeout * 1000))
-                        print(json.dumps(runs[-1]), flush=True)
+                runs = each_size(
+                    args.repeats,
+                    sizes,
+                    lambda size: open_box_once(browser, base, size, args.timeout * 1000),
+                )
             elif args.pan_zoom:
-                runs = []
-                for _ in range(args.repeats):
-                    for size in sizes:
-                        runs.append(pan_zoom_once(browser, base, size))
-                        print(json.dumps(runs[-1]), flush=True)
+                runs = each_size(
+                    args.repeats, sizes, lambda size: pan_zoom_once(browser, base, size)
+                )
             else:
                 runs = [run_once(browser, base) for _ in range(args.repeats)]
             version = browser.version
@@ -531,39 +539,38 @@ def main():
         server.shutdown()
 
     load_after = os.getloadavg()
-    if args.open_box:
+
+    def record(benchmark: str, **fields) -> None:
+        """Append one A/B-able entry (label, bundle, runs) to --out."""
         result = {
-            "benchmark": "explorer_open_box",
+            "benchmark": benchmark,
             "label": args.label,
             "bundle": str(bundle),
-            "flat": args.flat,
-            "model": "generated make_deep_stack(2000 | 6000 | 37000), every box open but one "
-            "layer (1k: 30 % of the layers), then that layer opened",
+            **fields,
             "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "machine": machine(version),
-            "targets": {"open_ms_8k": 2000},
             "runs": runs,
             "load_before": load_before,
             "load_after": load_after,
             "note": args.note,
         }
         append_result(Path(args.out), result)
+
+    if args.open_box:
+        record(
+            "explorer_open_box",
+            flat=args.flat,
+            model="generated make_deep_stack(2000 | 6000 | 37000), every box open but one "
+            "layer (1k: 30 % of the layers), then that layer opened",
+            targets={"open_ms_8k": 2000},
+        )
         return
     if args.pan_zoom:
-        result = {
-            "benchmark": "explorer_pan_zoom",
-            "label": args.label,
-            "bundle": str(bundle),
-            "model": "real make_deep_stack(2000), expanded, fitted; 10k/50k: tiled copies",
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "machine": machine(version),
-            "targets": {"fps_1k": 55, "fps_10k": 30},
-            "runs": runs,
-            "load_before": load_before,
-            "load_after": load_after,
-            "note": args.note,
-        }
-        append_result(Path(args.out), result)
+        record(
+            "explorer_pan_zoom",
+            model="real make_deep_stack(2000), expanded, fitted; 10k/50k: tiled copies",
+            targets={"fps_1k": 55, "fps_10k": 30},
+        )
         return
 
     def summary(key):
