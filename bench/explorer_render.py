@@ -26,6 +26,22 @@ median and 95th-percentile frame, the viewBox writes (a MutationObserver) and th
 after the gesture ended (when the graph is painted again at its new scale). The "-labels"
 sizes start zoomed in to 8 px labels (shown) instead of fitted. Targets: >= 55 fps at ~1k
 nodes, >= 30 fps at ~10k.
+
+    .venv/bin/python bench/explorer_render.py --open-box [--sizes 1k,8k,50k] [--bundle OLD.js]
+
+measures opening one box on a big graph instead (issue #32, "big graphs fluid": one Graphviz
+call over the whole graph took 12 s at 8,000 drawn nodes). Generated deep stacks
+(tests/view/models.py ``make_deep_stack``, compiled once and kept as JSON in --cache): the
+~2,000-equation stack with 35 % of its layers open (1k: ~1,070 nodes drawn), a
+~6,000-equation stack (8k: ~8,100) and a ~37,000-equation one (50k: ~50,000) with every box
+open but a layer in the middle (and the last layer, see EXPAND_BUT_ONE). In the page: the
+folded first view (first_view_ms), the big graph (big_ms: all of it opened at once), then a
+click on the middle layer's box, centred first (open_ms: click -> mounted; open_painted_ms:
+-> the next frame painted), the Graphviz calls it made and the nodes they laid out
+(`layout.calls`, where the bundle has them), and collapsing it again (close_ms). Target:
+open_ms < 2,000 at 8k. --flat lays every graph out in one Graphviz call (the
+`level_layout_min_nodes` option, js/src/graph.js).
+
 Results are appended to the JSON file (older entries kept).
 """
 
@@ -85,7 +101,8 @@ try { new PerformanceObserver((list) => { for (const e of list.getEntries()) {
       what: `${s.invoker || ""} ${s.sourceFunctionName || ""}`.trim()}))}); } })
   .observe({type: "long-animation-frame", buffered: true}); } catch (e) { /* older browser */ }
 import widget from "./widget.js";
-const state = await (await fetch("./state.json")).json();
+const name = new URLSearchParams(location.search).get("state") || "state.json";
+const state = await (await fetch(`./${name}`)).json();
 window.etpModel = etpCreateModel(state);
 const el = document.getElementById("root");
 window.etpEl = el;
@@ -270,6 +287,165 @@ def pan_zoom_once(browser, base, size, frames=60, max_ms=20000):
     return out
 
 
+#: size name -> (maker target equations, fraction of the layers open; 1: all but one)
+OPEN_SIZES = {
+    "500": (2000, 0.15),
+    "1k": (2000, 0.35),
+    "2.7k": (2000, 1.0),
+    "8k": (6000, 1.0),
+    "50k": (37000, 1.0),
+}
+#: JS: open every range and `frac` of the layers, or (frac = 1) every layer but the middle one
+#: and the last one (a box still closed: the legend keeps its entry for closed boxes, whose
+#: removal resizes the graph pane, which lays the whole SVG out again, ~0.7 s at 8k, whatever
+#: the layout); returns the closed layer to open (window.target)
+EXPAND_BUT_ONE = """(frac) => { const app = window.etpEl.etpExplorer;
+  const c = [...app.index.clusters.values()]
+    .filter((x) => x.kind === 'subjaxpr' || x.kind === 'module');
+  const ranges = c.filter((x) => x.id.includes('…') || x.kind === 'subjaxpr');
+  const layers = c.filter((x) => !ranges.includes(x));
+  const n = frac >= 1 ? layers.length : Math.round(layers.length * frac);
+  window.target = layers[frac >= 1 ? Math.floor(layers.length / 2) : n].id;
+  window.bigExpanded = [...ranges, ...layers.slice(0, frac >= 1 ? n - 1 : n)]
+    .filter((x) => x.id !== window.target).map((x) => x.id);
+  window.etpModel.set('expanded', window.bigExpanded); return window.target; }"""
+#: JS: resolve after two animation frames and a task (what was drawn is painted)
+PAINTED = """() => new Promise((r) =>
+  requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 0))))"""
+
+
+def deep_stack_state(eqns: int, cache: Path) -> Path:
+    """The frontend state of ``make_deep_stack(eqns)`` (compiled once, kept in `cache`)."""
+    path = cache / f"deep_stack_{eqns}.state.json"
+    if path.is_file():
+        return path
+    import warnings
+
+    from etp_viz.compiler import compile_etrace_graph
+    from etp_viz.view.model import build_view_model
+    from tests.view.models import make_deep_stack
+
+    cache.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    model, x = make_deep_stack(target_eqns=eqns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        vm = build_view_model(compile_etrace_graph(model, x)).to_json()
+    path.write_text(json.dumps(Explorer(vm).frontend_state()))
+    print(
+        f"deep stack {eqns}: {len(vm['nodes'])} nodes in {time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
+    return path
+
+
+def open_box_once(browser, base, size, timeout_ms):
+    """Open one box on a big graph (OPEN_SIZES) in a fresh page; see the module docstring."""
+    _, frac = OPEN_SIZES[size]
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(base) else r.abort())
+    page = context.new_page()
+    page.goto(f"{base}/bench.html?state={size}.json")
+    page.wait_for_function("window.renders && window.renders.length >= 1", timeout=timeout_ms)
+    first = page.evaluate("window.renders[0]")
+    out = {
+        "size": size,
+        "first_view_ms": round(first["at"] - page.evaluate("window.t0"), 1),
+        "first_view_nodes": first["nodes"],
+    }
+    set_at = page.evaluate("performance.now()")
+    target = page.evaluate(EXPAND_BUT_ONE, frac)
+    try:
+        page.wait_for_function(
+            "window.renders.length >= 2 || window.etpEl.etpExplorer.lastError",
+            timeout=timeout_ms,
+            polling=500,
+        )
+        if page.evaluate("window.renders.length < 2"):
+            raise RuntimeError("layout failed")
+    except Exception:  # noqa: BLE001 -- the old bundle at 50k: report how it ended
+        status = page.evaluate(
+            "[document.querySelector('[data-status]')?.textContent,"
+            " window.etpEl.etpExplorer.lastError]"
+        )
+        out["big_ms"] = None
+        ran = (page.evaluate("performance.now()") - set_at) / 1000
+        out["note"] = (
+            f"big graph not drawn after {ran:.0f} s (limit {timeout_ms / 1000:.0f} s);"
+            f" status, error: {status}"
+        )
+        context.close()
+        return out
+    big = page.evaluate("window.renders[1]")
+    out.update(
+        big_ms=round(big["at"] - set_at, 1),
+        big_nodes=big["nodes"],
+        big_worker_layout_ms=round(big["workerMs"], 1),
+        big_mount_ms=round(big["mountMs"], 1),
+    )
+    dot_id = page.evaluate(f"window.etpEl.etpExplorer.graph.clusterToDot.get({json.dumps(target)})")
+    page.evaluate(f"window.etpEl.etpExplorer.view.center([{json.dumps(dot_id)}])")
+    page.wait_for_timeout(1000)
+    page.evaluate(PAINTED)
+    box = page.locator(f"g.node[id='{dot_id}']").bounding_box()
+    at = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    # the pointer comes to the box first (a person's does): its first move after the view
+    # jumped lays the SVG out for the hit test (0.3-0.9 s at 8k), before any click
+    page.mouse.move(*at)
+    page.wait_for_timeout(500)
+    page.evaluate(PAINTED)
+    calls = page.evaluate("window.etpEl.etpExplorer.layout.callCount || 0")
+    page.evaluate("window.longTasks = []")
+    # the click's own hit tests (~30 ms each at 8k nodes) are part of opening
+    click_at = page.evaluate("performance.now()")
+    page.mouse.click(*at)
+    page.wait_for_function("window.renders.length >= 3", timeout=timeout_ms, polling=100)
+    opened = page.evaluate("window.renders[2]")
+    page.evaluate(PAINTED)
+    painted = page.evaluate("performance.now()")
+    made = page.evaluate(
+        f"""() => {{ const layout = window.etpEl.etpExplorer.layout; if (!layout.calls) return null;
+          return layout.calls.slice(layout.calls.length - (layout.callCount - {calls})); }}"""
+    )
+    tasks = [t["ms"] for t in page.evaluate("window.longTasks")]
+    frames = page.evaluate(f"window.longFrames.filter((f) => f.start + f.ms > {click_at})")
+    out.update(
+        open_ms=round(opened["at"] - click_at, 1),
+        open_painted_ms=round(painted - click_at, 1),
+        open_nodes=opened["nodes"],
+        open_dot_ms=round(opened["dotMs"], 1),
+        open_layout_ms=round(opened["layoutMs"], 1),
+        open_worker_layout_ms=round(opened["workerMs"], 1),
+        open_mount_ms=round(opened["mountMs"], 1),
+        open_longest_task_ms=round(max(tasks or [0.0]), 1),
+        open_long_frames=[
+            {k: f[k] for k in ("ms", "blocking_ms", "style_layout_ms", "scripts")} for f in frames
+        ],
+    )
+    if made is not None:
+        out["open_graphviz_calls"] = [
+            {"box": c["box"], "nodes": c["nodes"], "edges": c["edges"]} for c in made
+        ]
+        out["open_graphviz_nodes"] = sum(c["nodes"] for c in made)
+    page.wait_for_timeout(500)
+    close_at = page.evaluate("performance.now()")
+    page.evaluate("window.etpModel.set('expanded', window.bigExpanded)")
+    page.wait_for_function("window.renders.length >= 4", timeout=timeout_ms, polling=100)
+    out["close_ms"] = round(page.evaluate("window.renders[3].at") - close_at, 1)
+    context.close()
+    return out
+
+
+def each_size(repeats: int, sizes: list[str], once) -> list[dict]:
+    """`once(size)` for every size, `repeats` rounds; each run printed as it ends."""
+    runs = []
+    for _ in range(repeats):
+        for size in sizes:
+            runs.append(once(size))
+            print(json.dumps(runs[-1]), flush=True)
+    return runs
+
+
 def append_result(path: Path, result: dict) -> None:
     """Add `result` to the JSON file at `path`: {"benchmark", "entries": [...]} (an older
     single-run file becomes the first entry)."""
@@ -300,8 +476,21 @@ def main():
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "explorer_render.json"))
     parser.add_argument("--bundle", default=str(BUNDLE), help="widget.js to load (A/B runs)")
     parser.add_argument("--pan-zoom", action="store_true", help="measure pan/zoom fps instead")
-    parser.add_argument("--sizes", default="1k,2.7k,10k,50k", help="pan/zoom sizes (SIZES)")
-    parser.add_argument("--label", default="", help="pan/zoom: what this run measures (A/B)")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="pan/zoom sizes (SIZES, default 1k,2.7k,10k,50k); open-box sizes "
+        "(OPEN_SIZES, default 1k,8k,50k)",
+    )
+    parser.add_argument("--label", default="", help="pan/zoom, open-box: what a run measures")
+    parser.add_argument("--open-box", action="store_true", help="measure opening one box instead")
+    parser.add_argument(
+        "--cache",
+        default=str(Path(tempfile.gettempdir()) / "etp_viz_bench"),
+        help="open-box: where the generated deep stacks are kept",
+    )
+    parser.add_argument("--timeout", type=float, default=600, help="open-box: seconds per step")
+    parser.add_argument("--flat", action="store_true", help="open-box: one Graphviz call a graph")
     args = parser.parse_args()
     load_before = os.getloadavg()
     chromium = shutil.which("chromium")
@@ -318,18 +507,31 @@ def main():
 
         vm = real_view_model("stacked_2000")
         (site / "state.json").write_text(json.dumps(Explorer(vm).frontend_state()))
+        default = "1k,8k,50k" if args.open_box else "1k,2.7k,10k,50k"
+        sizes = (args.sizes or default).split(",")
+        if args.open_box:
+            for size in sizes:
+                eqns = OPEN_SIZES[size][0]
+                state = json.loads(deep_stack_state(eqns, Path(args.cache)).read_text())
+                if args.flat:
+                    state["options"]["level_layout_min_nodes"] = 10**9
+                (site / f"{size}.json").write_text(json.dumps(state))
         handler = functools.partial(Quiet, directory=str(site))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_address[1]}"
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
-            if args.pan_zoom:
-                runs = []
-                for _ in range(args.repeats):
-                    for size in args.sizes.split(","):
-                        runs.append(pan_zoom_once(browser, base, size))
-                        print(json.dumps(runs[-1]), flush=True)
+            if args.open_box:
+                runs = each_size(
+                    args.repeats,
+                    sizes,
+                    lambda size: open_box_once(browser, base, size, args.timeout * 1000),
+                )
+            elif args.pan_zoom:
+                runs = each_size(
+                    args.repeats, sizes, lambda size: pan_zoom_once(browser, base, size)
+                )
             else:
                 runs = [run_once(browser, base) for _ in range(args.repeats)]
             version = browser.version
@@ -337,21 +539,38 @@ def main():
         server.shutdown()
 
     load_after = os.getloadavg()
-    if args.pan_zoom:
+
+    def record(benchmark: str, **fields) -> None:
+        """Append one A/B-able entry (label, bundle, runs) to --out."""
         result = {
-            "benchmark": "explorer_pan_zoom",
+            "benchmark": benchmark,
             "label": args.label,
             "bundle": str(bundle),
-            "model": "real make_deep_stack(2000), expanded, fitted; 10k/50k: tiled copies",
+            **fields,
             "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "machine": machine(version),
-            "targets": {"fps_1k": 55, "fps_10k": 30},
             "runs": runs,
             "load_before": load_before,
             "load_after": load_after,
             "note": args.note,
         }
         append_result(Path(args.out), result)
+
+    if args.open_box:
+        record(
+            "explorer_open_box",
+            flat=args.flat,
+            model="generated make_deep_stack(2000 | 6000 | 37000), every box open but one "
+            "layer (1k: 30 % of the layers), then that layer opened",
+            targets={"open_ms_8k": 2000},
+        )
+        return
+    if args.pan_zoom:
+        record(
+            "explorer_pan_zoom",
+            model="real make_deep_stack(2000), expanded, fitted; 10k/50k: tiled copies",
+            targets={"fps_1k": 55, "fps_10k": 30},
+        )
         return
 
     def summary(key):

@@ -38,7 +38,10 @@ from .bundle import MISSING_ESM, bundle_text
 from .headless import anywidget, traitlets  # stand-ins without the [explorer] extra
 
 #: Display options of the widget and their defaults (view-model options are passed through
-#: to ``build_view_model``).
+#: to ``build_view_model``). The front end reads one more, ``level_layout_min_nodes`` (drawn
+#: nodes above which a graph is laid out box by box, js/src/graph.js); it is not offered here
+#: (bench/explorer_render.py --flat sets it in the page's state), so
+#: ``Explorer(level_layout_min_nodes=...)`` is an unknown option.
 DISPLAY_OPTIONS: dict[str, Any] = {
     "height": 600,
     "rankdir": "auto",

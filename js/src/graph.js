@@ -4,31 +4,13 @@
  * become single nodes), the DOT text for it, and the mapping between DOT ids and view-model
  * ids. Pure functions, no DOM: tested with `node --test`.
  */
-import { escapeDot, truncate } from "./escape.js";
+import { COLORS, NODE_FONT_SIZE, formatAttrs, dotHeader, itemStatement, clusterStatement, edgeAttrs, nodeKey, edgeKey } from "./dot-style.js";
+
+export { COLORS, NODE_FONT_SIZE, nodeKey, nodeStyle, edgeKey, drawnKeys } from "./dot-style.js";
 
 /** @typedef {import("./types.js").ViewModel} ViewModel */
 /** @typedef {import("./types.js").VMNode} VMNode */
 
-/**
- * The palette (colour name -> colour): the defaults mirror etp_viz/view/palette.py `COLOURS`;
- * a view model's own `palette` (sent by Python) wins, so the live page, the static SVG and the
- * legend draw with the same colours (`index.colours`).
- */
-export const COLORS = {
-  op_fill: "#ffffff", op_border: "#555555", etp: "#ffe08a", etp_border: "#b8860b",
-  online: "#009e73", exact: "#2f6fd0", not_learned: "#cc3311", not_learned_fill: "#f6d0d0",
-  hidden: "#cfe8ff", group_fill: "#f1f7ff", group_border: "#5b8fd0", state: "#eeeeee",
-  io: "#e6e6e6", param: "#f7f7f7", perturb: "#2f6fd0", perturb_fill: "#d8e9f7",
-  collapsed: "#f2f2f2", collapsed_border: "#777777", subjaxpr_border: "#888888",
-  boundary: "#cc3311", edge: "#9a9a9a", slice: "#e8710a", transition: "#785ef0",
-  readout: "#4a7fd4", bypass: "#a0522d", dropped: "#994f88",
-  hl_selected: "#000000", hl_path: "#e8710a", hl_boundary: "#cc3311", hl_boundary_fill: "#ffd6d6",
-  hl_cluster: "#5b8fd0", hl_transition: "#785ef0", hl_search: "#ff00aa",
-  approximate: "#e69f00", focus: "#00a3c4", text: "#000000", background: "#ffffff",
-};
-
-/** Font size (points = SVG units) of node labels; the first view keeps them >= MIN_LABEL_PX. */
-export const NODE_FONT_SIZE = 14;
 /** Smallest on-screen size (px) of a node label in a first view that shows a part of the
  * graph (a graph too big to fit; at text scale 1). */
 export const MIN_LABEL_PX = 10.5;
@@ -133,18 +115,20 @@ function* buildIndexSteps(vm) {
   const palette = { ...COLORS, ...(vm.palette || {}) };
   // the light theme's colours (the app switches `colours` with ./theme.js when the theme is dark)
   const colours = Object.fromEntries(Object.entries(palette).filter(([name]) => !name.startsWith("dark.")));
-  return { vm, nodes, edges, clusters, clusterSize, weights, groups, relations, diagnostics,
+  const clusterOrdinal = new Map([...clusters.keys()].map((id, i) => [id, i]));
+  return { vm, nodes, edges, clusters, clusterOrdinal, clusterSize, weights, groups, relations, diagnostics,
     annotations, palette, colours };
 }
 
 /**
  * @typedef {{vm: ViewModel, nodes: Map<string, VMNode>, edges: Map<string, any>,
- *   clusters: Map<string, any>, clusterSize: Map<string, number>, weights: Map<string, any>,
+ *   clusters: Map<string, any>, clusterOrdinal: Map<string, number>, clusterSize: Map<string, number>, weights: Map<string, any>,
  *   groups: Map<string, any>, relations: Map<string, any>, diagnostics: Map<string, any>,
  *   annotations: {sliceEdges: Set<string>, transitionEdges: Set<string>, readoutEdges: Set<string>, bypassEdges: Set<string>,
  *   boundaryNodes: Set<string>, droppedEdges: Set<string>, perturbNodes: Set<string>},
  *   palette: Record<string, string>, colours: Record<string, string>}} Index  `colours`: the current
- *   theme's (the app sets them with ./theme.js themeColours when the theme changes)
+ *   theme's (the app sets them with ./theme.js themeColours when the theme changes);
+ *   `clusterOrdinal`: each cluster's position (its DOT ids `k<i>` / `s<i>`)
  */
 
 /** The module path owning a state path (`layers.3.h` -> `layers.3`). */
@@ -363,7 +347,10 @@ export function visibleGraph(index, expandedIds, options = {}) {
 }
 
 /**
- * `visibleGraph` as a step generator (see `runSliced`).
+ * `visibleGraph` as a step generator (see `runSliced`). DOT ids are the same in every
+ * expansion state: `n<i>` for the i-th view-model node, `k<i>` / `s<i>` for the i-th cluster
+ * (collapsed / drawn as a box), `x<i>` for the drawn edge whose first view-model edge is the
+ * i-th; a level laid out once (./hierarchy.js) keeps its ids when the rest of the graph changes.
  * @param {Index} index
  * @param {Iterable<string>} expandedIds
  * @param {{show_params?: boolean}} [options]
@@ -384,21 +371,22 @@ export function* visibleGraphSteps(index, expandedIds, options = {}) {
     if (++tick % STEP === 0) yield;
     ownerOf.set(c, collapsedOwner(index, c, expanded));
   }
-  let counter = 0;
-  for (const node of index.vm.nodes) {
+  const vmNodes = index.vm.nodes;
+  for (let i = 0; i < vmNodes.length; i++) {
+    const node = vmNodes[i];
     if (++tick % STEP === 0) yield;
     if (node.kind === "param" && !options.show_params) continue;
     const owner = node.cluster ? ownerOf.get(node.cluster) ?? null : null;
     if (owner) {
       if (!collapsedDot.has(owner)) {
-        const dotId = `k${collapsedDot.size}`;
+        const dotId = `k${index.clusterOrdinal.get(owner)}`;
         collapsedDot.set(owner, dotId);
         dotToVm.set(dotId, { type: "cluster", id: owner });
         items.push({ dotId, cluster: index.clusters.get(owner), parent: index.clusters.get(owner).parent });
       }
       nodeToDot.set(node.id, collapsedDot.get(owner));
     } else {
-      const dotId = `n${counter++}`;
+      const dotId = `n${i}`;
       nodeToDot.set(node.id, dotId);
       dotToVm.set(dotId, { type: "node", id: node.id });
       items.push({ dotId, node, parent: node.cluster || null });
@@ -406,10 +394,9 @@ export function* visibleGraphSteps(index, expandedIds, options = {}) {
   }
   /** visible clusters (expanded sub-jaxprs and groups whose ancestors are all expanded) */
   const clusterToDot = new Map();
-  let clusterCounter = 0;
   for (const c of index.clusters.values()) {
     if (ownerOf.get(c.id)) continue;
-    const dotId = `s${clusterCounter++}`;
+    const dotId = `s${index.clusterOrdinal.get(c.id)}`;
     clusterToDot.set(c.id, dotId);
     dotToVm.set(dotId, { type: "cluster", id: c.id });
   }
@@ -417,7 +404,9 @@ export function* visibleGraphSteps(index, expandedIds, options = {}) {
   /** @type {Map<string, {dotId: string, source: string, target: string, vmIds: string[]}>} */
   const edgeByPair = new Map();
   const edgeToDot = new Map();
-  for (const edge of index.vm.edges) {
+  const vmEdges = index.vm.edges;
+  for (let i = 0; i < vmEdges.length; i++) {
+    const edge = vmEdges[i];
     if (++tick % STEP === 0) yield;
     const source = nodeToDot.get(edge.source);
     const target = nodeToDot.get(edge.target);
@@ -425,7 +414,7 @@ export function* visibleGraphSteps(index, expandedIds, options = {}) {
     const pair = `${source}>${target}`;
     let entry = edgeByPair.get(pair);
     if (!entry) {
-      entry = { dotId: `x${edgeByPair.size}`, source, target, vmIds: [] };
+      entry = { dotId: `x${i}`, source, target, vmIds: [] };
       edgeByPair.set(pair, entry);
       dotToVm.set(entry.dotId, { type: "edge", id: edge.id });
     }
@@ -445,157 +434,64 @@ export function* visibleGraphSteps(index, expandedIds, options = {}) {
  *   dotToVm: Map<string, {type: string, id: string}>, nodeCount: number}} VisibleGraph
  */
 
-const STATUS_BORDER = /** @type {Record<string, string>} */ ({ online: "online", exact: "exact", not_learned: "not_learned" });
-
 /**
- * The legend key of a node's own fill and border (mirrors `node_key` in
- * etp_viz/view/palette.py).
- * @param {VMNode} n
+ * Drawn graphs with more nodes than this are laid out level by level (./hierarchy.js: each
+ * opened box on its own, cached, placed in its box) instead of in one Graphviz call. Measured
+ * with bench/explorer_render.py --open-box (make_deep_stack models, headless Chromium on a
+ * loaded 2-core VM; bench/results/explorer_render.json, "threshold" entries): opening a box
+ * took 0.46-0.82 s at 565 drawn nodes in one call; at 1,065 nodes 0.79-1.06 s in one call and
+ * 0.06-0.14 s level by level; at 8,000 nodes 10-11 s in one call and 0.3-0.4 s level by level.
+ * Level by level, a drawing is less compact (ranks are not aligned across boxes, each box has
+ * a rank for the edges crossing its border) and laying everything out at once costs more at
+ * this size (1.8-2.7 s against 1.3-1.9 s at 1,065 nodes; 4.7-5.3 s against 12-37 s at 8,000):
+ * below it, one call and the drawing as it was (a first folded view is far below).
+ * The `level_layout_min_nodes` option (JS only: benchmarks, tests) moves the threshold.
  */
-export function nodeKey(n) {
-  if (n.etp) return n.status && STATUS_BORDER[n.status] ? `etp_${n.status}` : "etp";
-  if (n.kind === "hidden_in" || n.kind === "hidden_out") return "hidden";
-  if (n.kind === "state_in" || n.kind === "state_out") return "state";
-  if (n.kind === "input" || n.kind === "output") return "io";
-  if (n.kind === "param" || n.kind === "perturb") return n.kind;
-  return "op";
-}
+export const LEVEL_LAYOUT_MIN_NODES = 1000;
 
 /**
- * Shape and colours of a node (mirrors `node_style` in etp_viz/view/palette.py: the static
- * SVG draws every node with the same fill and border).
- * @param {Record<string, string>} c  the palette
- * @param {VMNode} n
- * @param {{perturbed?: boolean, boundary?: boolean}} marks
+ * @typedef {{levels: true, index: Index, graph: VisibleGraph, options: any}} LevelsInput
+ *   what ./layout.js LayoutClient.layout lays out level by level (see LEVEL_LAYOUT_MIN_NODES)
  */
-export function nodeStyle(c, n, marks = {}) {
-  const key = nodeKey(n);
-  /** @type {Record<string, string>} */
-  const attrs = { shape: "box", style: "rounded,filled", fillcolor: c.op_fill, color: c.op_border };
-  if (n.etp) {
-    Object.assign(attrs, { fillcolor: n.status === "not_learned" ? c.not_learned_fill : c.etp,
-      color: c[STATUS_BORDER[n.status || ""] || "etp_border"], penwidth: "2" });
-  } else if (key === "hidden") {
-    Object.assign(attrs, { shape: "ellipse", style: "filled", fillcolor: c.hidden, color: c.group_border });
-  } else if (key === "state") {
-    Object.assign(attrs, { shape: "note", style: "filled", fillcolor: c.state });
-  } else if (key === "io") {
-    Object.assign(attrs, { shape: n.kind === "input" ? "invhouse" : "house", style: "filled", fillcolor: c.io });
-  } else if (key === "param") {
-    Object.assign(attrs, { shape: "cds", style: "filled", fillcolor: c.param });
-  } else if (key === "perturb") {
-    Object.assign(attrs, { shape: "diamond", style: "filled", fillcolor: c.perturb_fill, color: c.perturb });
-  }
-  if (marks.perturbed && n.kind !== "perturb") {
-    Object.assign(attrs, { style: `${attrs.style},dashed`, color: c.perturb, penwidth: "2" });
-  }
-  if (marks.boundary) Object.assign(attrs, { peripheries: "2", color: c.boundary, penwidth: "2" });
-  return attrs;
-}
-
-/** DOT attributes for one view-model node. */
-function nodeAttrs(/** @type {Index} */ index, /** @type {VMNode} */ n) {
-  const badges = (n.badges || []).map((b) => b.text).filter(Boolean);
-  const perturbed = index.annotations.perturbNodes.has(n.id) && n.kind !== "perturb";
-  const attrs = nodeStyle(index.colours, n, { perturbed, boundary: index.annotations.boundaryNodes.has(n.id) });
-  let lines = [truncate(n.label || n.primitive || n.id)];
-  if (n.etp) {
-    // the weight's name first: it is what a student looks for
-    lines = [truncate(n.weight_path || n.label || n.id), `${n.label || n.primitive}${n.status ? ` · ${n.status.replace("_", " ")}` : ""}`];
-  } else if (badges.length) {
-    lines[0] += `  ⟨${badges.join(", ")}⟩`;
-  }
-  if (n.kind === "hidden_in" || n.kind === "hidden_out") {
-    lines = [truncate(n.hidden_path || n.label), n.kind === "hidden_in" ? "h (t-1)" : "h (t)"];
-  }
-  if (perturbed) lines.push("◆ writes h");
-  return { ...attrs, label: lines.join("\n") };
-}
 
 /**
- * The legend key of a drawn edge from the view-model edges it stands for (mirrors
- * `edge_key` in etp_viz/view/palette.py: dropped over bypass over the paths).
- * @param {Index} index
- * @param {string[]} vmIds
- */
-export function edgeKey(index, vmIds) {
-  const a = index.annotations;
-  const any = (/** @type {Set<string>} */ set) => vmIds.some((id) => set.has(id));
-  if (any(a.droppedEdges)) return "dropped";
-  if (any(a.bypassEdges)) return "bypass";
-  if (any(a.sliceEdges)) return "slice";
-  if (any(a.transitionEdges)) return "transition";
-  if (any(a.readoutEdges)) return "readout";
-  return "edge";
-}
-
-const EDGE_WIDTH = /** @type {Record<string, string>} */ ({ slice: "2", transition: "1.6", readout: "1.6", bypass: "2", dropped: "2" });
-const EDGE_LINE = /** @type {Record<string, string>} */ ({ readout: "dashed", bypass: "dotted", dropped: "dashed" });
-
-/**
- * The legend keys of everything a visible graph draws (node fills and borders, boxes, edge
- * colours, tags), in no particular order: the legend shows exactly these.
- * @param {Index} index
- * @param {VisibleGraph} graph
- * @param {(dotId: string) => boolean} [isDrawn]  whether a cluster box is in the layout
- *   (Graphviz draws no box for an empty cluster); default: every visible cluster
- * @returns {Set<string>}
- */
-export function drawnKeys(index, graph, isDrawn = () => true) {
-  const keys = new Set();
-  const a = index.annotations;
-  for (const item of graph.items) {
-    if (item.cluster) { keys.add("collapsed"); continue; }
-    const n = item.node;
-    if (!n) continue;
-    keys.add(nodeKey(n));
-    if (a.perturbNodes.has(n.id) && n.kind !== "perturb") keys.add("perturbed");
-    if (a.boundaryNodes.has(n.id)) keys.add("boundary");
-    if (!n.etp && (n.badges || []).length) keys.add("badge");
-  }
-  for (const e of graph.edges) keys.add(edgeKey(index, e.vmIds));
-  for (const [clusterId, dotId] of graph.clusterToDot) {
-    if (!dotId.startsWith("s") || !isDrawn(dotId)) continue;
-    keys.add(index.clusters.get(clusterId)?.kind === "group" ? "group" : "subjaxpr");
-  }
-  return keys;
-}
-
-function formatAttrs(/** @type {Record<string, string>} */ attrs) {
-  return Object.entries(attrs).map(([k, v]) => `${k}="${escapeDot(v)}"`).join(" ");
-}
-
-/**
- * DOT text for a visible graph. Node names are generated (n0, k0, ...); user strings only
- * appear escaped inside quoted labels.
+ * DOT text for a visible graph, laid out in one Graphviz call. Node names are generated (n0,
+ * k0, ...); user strings only appear escaped inside quoted labels.
  * @param {Index} index
  * @param {VisibleGraph} graph
  * @param {{rankdir?: string, large_graph_threshold?: number}} [options]
  */
 export function toDot(index, graph, options = {}) {
-  return runSteps(toDotSteps(index, graph, options));
+  return runSteps(flatDotSteps(index, graph, options));
 }
 
 /**
- * `toDot` as a step generator (yields every STEP nodes or edges): the DOT text of everything
- * expanded (thousands of nodes) took ~80 ms in one task.
+ * The layout input for a visible graph as a step generator (yields every STEP nodes or edges:
+ * the DOT text of thousands of nodes took ~80 ms in one task): `dot` is the DOT text of the
+ * whole graph (`toDot`), or, above LEVEL_LAYOUT_MIN_NODES drawn nodes, a `LevelsInput` that
+ * ./layout.js lays out level by level.
  * @param {Index} index
  * @param {VisibleGraph} graph
- * @param {{rankdir?: string, large_graph_threshold?: number, font_size?: number}} [options]
- * @returns {Generator<undefined, {dot: string, large: boolean}>}
+ * @param {{rankdir?: string, large_graph_threshold?: number, font_size?: number, level_layout_min_nodes?: number}} [options]
+ * @returns {Generator<undefined, {dot: string | LevelsInput, large: boolean}>}
  */
 export function* toDotSteps(index, graph, options = {}) {
+  if (graph.nodeCount > (options.level_layout_min_nodes ?? LEVEL_LAYOUT_MIN_NODES)) {
+    return { dot: { levels: true, index, graph, options }, large: true };
+  }
+  return yield* flatDotSteps(index, graph, options);
+}
+
+/**
+ * `toDot` as a step generator.
+ * @param {Index} index
+ * @param {VisibleGraph} graph
+ * @param {{rankdir?: string, large_graph_threshold?: number, font_size?: number}} options
+ * @returns {Generator<undefined, {dot: string, large: boolean}>}
+ */
+function* flatDotSteps(index, graph, options) {
   const large = graph.nodeCount > (options.large_graph_threshold ?? 150);
-  const out = ["digraph G {"];
-  // one font size for every label (nodes, boxes, edge counts): the text scale's
-  const font = String(options.font_size || NODE_FONT_SIZE);
-  const text = index.colours.text || "#000000";
-  const graphAttrs = { rankdir: options.rankdir === "LR" ? "LR" : "TB", fontname: "Helvetica", fontsize: font, fontcolor: text,
-    nodesep: "0.25", ranksep: options.rankdir === "LR" ? "0.25" : "0.35", outputorder: "edgesfirst" };
-  if (large) Object.assign(graphAttrs, { nslimit: "1", nslimit1: "1", mclimit: "0.1", splines: "line" });
-  out.push(`graph [${formatAttrs(graphAttrs)}];`);
-  out.push(`node [fontname="Helvetica" fontsize="${font}" fontcolor="${text}" height="0.3" margin="0.08,0.03"];`);
-  out.push(`edge [color="${index.colours.edge}" arrowsize="0.7" fontname="Helvetica" fontsize="${font}" fontcolor="${text}"];`);
+  const out = ["digraph G {", ...dotHeader(index, options, large)];
   /** @type {Map<string|null, string[]>} lines per visible cluster (null = root) */
   const body = new Map([[null, []]]);
   const parentOf = (/** @type {string|null} */ clusterId) => {
@@ -605,22 +501,12 @@ export function* toDotSteps(index, graph, options = {}) {
     }
     return null;
   };
-  const push = (/** @type {string|null} */ clusterId, /** @type {string} */ line) => {
-    const key = parentOf(clusterId);
-    if (!body.has(key)) body.set(key, []);
-    body.get(key)?.push(line);
-  };
   let tick = 0;
   for (const item of graph.items) {
     if (++tick % STEP === 0) yield;
-    if (item.node) {
-      push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(nodeAttrs(index, item.node))}];`);
-    } else if (item.cluster) {
-      const size = index.clusterSize.get(item.cluster.id) || 0;
-      const attrs = { shape: "box3d", style: "filled", fillcolor: index.colours.collapsed, color: index.colours.collapsed_border,
-        label: `${truncate(item.cluster.label)}\n${size} eqns ▸` };
-      push(item.parent, `${item.dotId} [id="${item.dotId}" ${formatAttrs(attrs)}];`);
-    }
+    const key = parentOf(item.parent);
+    if (!body.has(key)) body.set(key, []);
+    body.get(key)?.push(itemStatement(index, item));
   }
   /** @type {Map<string|null, any[]>} visible clusters under each cluster (null = root), in index order */
   const children = new Map();
@@ -636,13 +522,8 @@ export function* toDotSteps(index, graph, options = {}) {
     const lines = [];
     for (const c of children.get(clusterId) || []) {
       const dotId = graph.clusterToDot.get(c.id);
-      if (!dotId || !dotId.startsWith("s")) continue;
-      const attrs = c.kind === "group"
-        ? { style: "filled,rounded", fillcolor: index.colours.group_fill, color: index.colours.group_border, penwidth: "1.5" }
-        : { style: "dashed,rounded", color: index.colours.subjaxpr_border };
-      lines.push(`${indent}subgraph cluster_${dotId} {`);
-      lines.push(`${indent}  id="${dotId}"; ${Object.entries({ ...attrs, label: truncate(c.label, 60) })
-        .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="${font}";`);
+      if (!dotId) continue;
+      lines.push(`${indent}subgraph cluster_${dotId} {`, `${indent}  ${clusterStatement(index, c, dotId, options)}`);
       for (const line of body.get(c.id) || []) lines.push(`${indent}  ${line}`);
       lines.push(...emitCluster(c.id, indent + "  "));
       lines.push(`${indent}}`);
@@ -651,20 +532,9 @@ export function* toDotSteps(index, graph, options = {}) {
   };
   out.push(...(body.get(null) || []));
   out.push(...emitCluster(null, ""));
-  const a = index.annotations;
   for (const e of graph.edges) {
     if (++tick % STEP === 0) yield;
-    // slice / transition / readout paths; an output reading h^(t-1) (the hidden output bypass:
-    // its gradient term is dL/dh^(t-1)·e^(t-1)); a Jacobian term the algorithm drops (the cut
-    // h -> h dependency into a recurrent ETP op)
-    const key = edgeKey(index, e.vmIds);
-    /** @type {Record<string, string>} */
-    const attrs = {};
-    if (key !== "edge") attrs.color = index.colours[key];
-    if (EDGE_WIDTH[key]) attrs.penwidth = EDGE_WIDTH[key];
-    if (EDGE_LINE[key]) attrs.style = EDGE_LINE[key];
-    if (e.vmIds.length > 1) attrs.label = `×${e.vmIds.length}`;
-    out.push(`${e.source} -> ${e.target} [id="${e.dotId}" ${formatAttrs(attrs)}];`);
+    out.push(`${e.source} -> ${e.target} [id="${e.dotId}" ${formatAttrs(edgeAttrs(index, e.vmIds))}];`);
   }
   out.push("}");
   return { dot: out.join("\n"), large };

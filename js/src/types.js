@@ -88,6 +88,9 @@
  * @property {number} [large_graph_threshold]  visible nodes above which layout is bounded
  * @property {boolean} [show_params]  draw param nodes (otherwise badges only)
  * @property {string[]} [panels]  which side panels to show
+ * @property {number} [level_layout_min_nodes]  drawn nodes above which the graph is laid out
+ *   level by level (./graph.js LEVEL_LAYOUT_MIN_NODES); front end only, not a Python display
+ *   option: set in the page's state by bench/explorer_render.py --flat
  */
 
 /**

@@ -4,17 +4,30 @@
  * fit, highlight by CSS class, centre on an element, the keyboard focus ring, export of the current view.
  *
  * Pan and zoom never touch the SVG: its `viewBox` is written once, when it is built (the
- * `frame`: the whole graph), and the view (`box`, in SVG units) is shown by a CSS transform
- * on the `<div>` that holds the SVG (`viewTransform`). A new `viewBox` makes Chromium lay out every
+ * `frame`: the whole graph; laid out level by level, with room to grow), and the view (`box`,
+ * in SVG units) is shown by a CSS transform on the `<div>` that holds the SVG
+ * (`viewTransform`). A new `viewBox` makes Chromium lay out every
  * element again (below 10 fps at ~1,000 nodes); a transform on an HTML box does not. During a
  * wheel or drag gesture the box is a composited layer (`will-change: transform`): each event
  * only moves that layer (no style, layout or paint of the graph); when the gesture ends the
  * hint is dropped and the graph is painted once, sharp, at its new scale. Labels smaller than
  * LOD_LABEL_PX on screen are hidden (one class on the SVG, ./style.css), switched when a
  * gesture ends or the view jumps (fit, buttons, keys, centre), never per event.
+ *
+ * A graph laid out level by level (./layout.js LevelsLayout) is drawn one group per level
+ * (./draw.js DrawnLevel). The next layout of it keeps the groups of the levels it keeps
+ * (moved by a transform when their box moved) and builds only the new ones: opening a box
+ * builds that box and the levels around it, whatever the size of the graph.
  */
 
-const SVG_NS = "http://www.w3.org/2000/svg";
+import { SVG_NS, itemBounds, moveLevel, buildLevel, anchorOf } from "./draw.js";
+import { afterFrame } from "./frames.js";
+import { viewTransform, transformText, fitBox, initialBox, boxText, MIN_FIT_SCALE } from "./view-box.js";
+
+export { buildItem, itemBounds } from "./draw.js";
+export { afterFrame, yieldToEventLoop, FRAME_GAP_MS } from "./frames.js";
+export { viewTransform, fitBox, initialBox, firstViewLabelPx, MIN_FIT_SCALE, FIT_LABEL_PX, WINDOW_LABEL_PX } from "./view-box.js";
+
 const HIGHLIGHT_CLASSES = ["hl-selected", "hl-path", "hl-boundary", "hl-cluster", "hl-transition", "hl-slice", "hl-search"];
 
 /**
@@ -35,105 +48,6 @@ export function exportCss(c) {
 `;
 }
 
-/**
- * Resolve after the next frame (or after 100 ms where frames are not running: hidden tab), to
- * true when a frame ran.
- * @returns {Promise<boolean>}
- */
-export function afterFrame() {
-  return new Promise((resolve) => {
-    let done = false;
-    const finish = (/** @type {boolean} */ framed) => { if (!done) { done = true; resolve(framed); } };
-    requestAnimationFrame(() => setTimeout(() => finish(true), 0));
-    setTimeout(() => finish(false), 100);
-  });
-}
-
-/** Work longer than this without a rendered frame waits for one (see yieldToEventLoop). */
-export const FRAME_GAP_MS = 16;
-const frames = { last: -1, watching: false, stalled: false };
-
-/** Note the time of the next animation frame (one request at a time). */
-function watchFrames() {
-  if (frames.watching) return;
-  frames.watching = true;
-  requestAnimationFrame(() => {
-    frames.watching = false;
-    frames.stalled = false;
-    frames.last = performance.now();
-  });
-}
-
-/**
- * Resolve in a new task as soon as possible (no 4 ms timer clamp): lets input in between
- * while sliced work (index, panel rows) goes on. `scheduler.yield()` continuations run before
- * rendering, so back-to-back slices would hold a frame back for up to ~100 ms: when no frame
- * has run for FRAME_GAP_MS, this waits for one instead (not where frames are not running).
- */
-export async function yieldToEventLoop() {
-  const now = performance.now();
-  if (frames.last < 0) frames.last = now;
-  watchFrames();
-  if (!frames.stalled && now - frames.last > FRAME_GAP_MS) {
-    frames.stalled = !(await afterFrame());
-    return;
-  }
-  const scheduler = /** @type {any} */ (globalThis).scheduler;
-  if (scheduler && typeof scheduler.yield === "function") return scheduler.yield();
-  return new Promise((resolve) => {
-    const channel = new MessageChannel();
-    channel.port1.onmessage = () => { channel.port1.close(); resolve(undefined); };
-    channel.port2.postMessage(null);
-  });
-}
-
-/**
- * One <g> (node, edge or cluster) from a draw-list item, shaped like Graphviz's own SVG
- * (`g.node#n3 > title, polygon|path|ellipse, text`) so CSS highlight rules apply.
- * @param {import("./xdot.js").Item} item
- * @param {(dotId: string) => string} tooltip
- */
-export function buildItem(item, tooltip) {
-  const g = document.createElementNS(SVG_NS, "g");
-  g.setAttribute("id", item.id);
-  g.setAttribute("class", item.k);
-  const title = document.createElementNS(SVG_NS, "title");
-  title.textContent = tooltip(item.id);
-  g.append(title);
-  if (item.k === "node") {
-    // keyboard and screen readers (./keyboard.js): each node is a button named by its
-    // tooltip's first line (what it is, in plain words)
-    g.setAttribute("role", "button");
-    g.setAttribute("aria-label", (title.textContent || item.id).split("\n")[0]);
-  }
-  for (const s of item.s) {
-    const el = document.createElementNS(SVG_NS, s.e);
-    if (s.e === "polygon") el.setAttribute("points", s.p || "");
-    else if (s.e === "path") el.setAttribute("d", s.d || "");
-    else if (s.c) {
-      el.setAttribute("cx", String(s.c[0])); el.setAttribute("cy", String(s.c[1]));
-      el.setAttribute("rx", String(s.c[2])); el.setAttribute("ry", String(s.c[3]));
-    }
-    el.setAttribute("fill", s.f || "none");
-    el.setAttribute("stroke", s.s);
-    if (s.w) el.setAttribute("stroke-width", String(s.w));
-    if (s.a) el.setAttribute("stroke-dasharray", s.a);
-    g.append(el);
-  }
-  for (const t of item.t) {
-    const el = document.createElementNS(SVG_NS, "text");
-    el.setAttribute("x", String(t.x));
-    el.setAttribute("y", String(t.y));
-    el.setAttribute("text-anchor", t.a);
-    el.setAttribute("font-family", `${t.f},sans-serif`);
-    el.setAttribute("font-size", String(t.z));
-    if (t.c !== "#000000") el.setAttribute("fill", t.c);
-    el.textContent = t.v;
-    g.append(el);
-  }
-  return g;
-}
-
 /** Labels smaller than this on screen (px) are hidden: the level of detail of a zoomed-out
  * graph (the class `LOD_CLASS` on the SVG). Never above the first view's own label size. */
 export const LOD_LABEL_PX = 6;
@@ -142,123 +56,36 @@ export const LOD_CLASS = "etp-lod-far";
 /** A wheel gesture ends this long after its last event (ms). */
 export const GESTURE_END_MS = 150;
 
-/**
- * The CSS transform (translate, then scale about the top left corner) that shows `box` in a
- * pane of `size` px when the SVG's own `viewBox` is `frame`: both fitted into the pane
- * (`xMidYMid meet`: scaled to fit, centred), so a point p of the layout drawn at
- * q0 = (p - centre(frame)) * s0 + pane / 2 must come to q = (p - centre(box)) * s + pane / 2,
- * that is q = k * q0 + t with k = s / s0 and t = pane / 2 * (1 - k) + (centre(frame) - centre(box)) * s.
- * @param {{x: number, y: number, w: number, h: number}} frame
- * @param {{x: number, y: number, w: number, h: number}} box
- * @param {{width: number, height: number}} size
- * @returns {{k: number, tx: number, ty: number}}
- */
-export function viewTransform(frame, box, size) {
-  if (!(size.width > 0 && size.height > 0)) return { k: 1, tx: 0, ty: 0 };
-  const s0 = Math.min(size.width / frame.w, size.height / frame.h);
-  const s = Math.min(size.width / box.w, size.height / box.h);
-  const k = s / s0;
-  return {
-    k,
-    tx: (size.width / 2) * (1 - k) + (frame.x + frame.w / 2 - box.x - box.w / 2) * s,
-    ty: (size.height / 2) * (1 - k) + (frame.y + frame.h / 2 - box.y - box.h / 2) * s,
-  };
-}
+/** Levels of at most this many new items (./xdot.js draw-list items) are drawn into the SVG
+ * shown (`GraphView.update`); a layout with more is built beneath it like a new graph. */
+export const UPDATE_MAX_ITEMS = 3000;
+/** Items of the levels kept aside after updates (their elements, not in the page). */
+const SPARE_MAX_ITEMS = 30000;
+/** Ids of the pieces of edges inside boxes (./hierarchy.js). */
+const PIECE = /^p[ijou]_/;
 
-/** @param {{k: number, tx: number, ty: number}} t */
-function transformText(t) {
-  return t.k === 1 && t.tx === 0 && t.ty === 0 ? "" : `translate(${t.tx}px, ${t.ty}px) scale(${t.k})`;
-}
-
-/** The padded box that fits a layout. @param {{x: number, y: number, w: number, h: number}} base */
-export function fitBox(base, pad = 10) {
-  return { x: base.x - pad, y: base.y - pad, w: base.w + 2 * pad, h: base.h + 2 * pad };
-}
-
-/** Pixels per SVG unit below which the first view stops fitting the whole graph (a point is
- * a pixel at 1: Graphviz's 14 pt labels read as ~8 px text at 0.6). The explorer passes its
- * own (./graph.js firstViewScales: they follow the text scale). */
-export const MIN_FIT_SCALE = 0.6;
-
-/** Smallest on-screen label (px) of a first view that fits the whole graph, at text scale 1. */
-export const FIT_LABEL_PX = 7;
-/** On-screen label size (px) of a first view that shows a part of a graph too big to fit, at
- * text scale 1 (what the explorer used before text scales). */
-export const WINDOW_LABEL_PX = 10.5;
+/** The frame of a graph laid out level by level has this much room to grow (per side). */
+const FRAME_ROOM = 1.25;
 
 /**
- * The first view's label sizes in px on screen at text scale `scale`: the whole graph when its
- * labels come out at `fit` px or more, else a window on the graph's start at `window` px. At
- * scale 1 (a desk) the overview wins: the graph is fitted down to 7 px labels (zoom in with
- * the wheel or +). Above 1 (a projector) the floor rises by 19 px per unit of scale, to
- * 16.5 px at 1.5: labels readable from the back of a room, the rest a drag (or Fit) away.
- * @param {number} scale
- * @returns {{fit: number, window: number}}
- */
-export function firstViewLabelPx(scale) {
-  const s = Number.isFinite(scale) && scale > 0 ? scale : 1;
-  const fit = s <= 1 ? FIT_LABEL_PX * s : FIT_LABEL_PX + 19 * (s - 1);
-  return { fit, window: Math.max(fit, WINDOW_LABEL_PX * s) };
-}
-
-/**
- * The first view of a layout: the whole graph when it fits the pane at `fitMinScale` pixels
- * per SVG unit or more (default `minScale`); otherwise a pane-sized window at `minScale`
- * along the start of the graph (its top, or its left side for a left-to-right layout: where
- * its inputs and first ETP ops are), centred across on the nodes drawn there.
+ * The SVG's frame (viewBox) for a graph laid out level by level: the fitted box with room to
+ * grow right and down, so that opening a box seldom needs a new viewBox (`update`).
  * @param {{x: number, y: number, w: number, h: number}} base
- * @param {{width: number, height: number}} rect  the pane's size in pixels
- * @param {Iterable<import("./xdot.js").Item>} [items]
- * @param {string} [rankdir]  "TB" (default) or "LR"
- * @param {number} [fitMinScale]
  */
-export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad = 10, rankdir = "TB", fitMinScale = minScale) {
-  const fit = fitBox(base, pad);
-  if (!(rect.width > 0 && rect.height > 0)) return fit;
-  if (Math.min(rect.width / fit.w, rect.height / fit.h) >= fitMinScale) return fit;
-  const w = Math.min(fit.w, rect.width / minScale);
-  const h = Math.min(fit.h, rect.height / minScale);
-  const across = rankdir === "LR" ? 1 : 0; // 0: centre x on the top nodes; 1: centre y on the left ones
-  let sum = 0, count = 0;
-  for (const item of items) {
-    const b = item.k === "node" ? itemBounds(item) : null;
-    if (!b) continue;
-    const near = across ? b[0] < fit.x + w / 2 : b[1] < fit.y + h / 2;
-    if (near) { sum += across ? (b[1] + b[3]) / 2 : (b[0] + b[2]) / 2; count += 1; }
-  }
-  if (across) {
-    const centre = count ? sum / count : fit.y + fit.h / 2;
-    return { x: fit.x, y: Math.max(fit.y, Math.min(centre - h / 2, fit.y + fit.h - h)), w, h };
-  }
-  const centre = count ? sum / count : fit.x + fit.w / 2;
-  const x = Math.max(fit.x, Math.min(centre - w / 2, fit.x + fit.w - w));
-  return { x, y: fit.y, w, h };
-}
-
-function boxText(/** @type {{x: number, y: number, w: number, h: number}} */ box) {
-  return `${box.x} ${box.y} ${box.w} ${box.h}`;
+function grownFrame(base) {
+  const fit = fitBox(base);
+  return { ...fit, w: fit.w * FRAME_ROOM, h: fit.h * FRAME_ROOM };
 }
 
 /**
- * Bounds `[left, top, right, bottom]` of a draw-list item in SVG user units, from its shapes
- * (polygon points, path data, ellipses) and text anchors; null when it has none.
- * @param {import("./xdot.js").Item} item
- * @returns {[number, number, number, number] | null}
+ * The group of the levels at `depth` under `root` (made when missing): levels at the same
+ * depth never overlap, and deeper ones are painted over the ones around them.
+ * @param {SVGGElement} root
+ * @param {number} depth
  */
-export function itemBounds(item) {
-  let left = Infinity, top = Infinity, right = -Infinity, bottom = -Infinity;
-  const add = (/** @type {number} */ x, /** @type {number} */ y) => {
-    if (!Number.isFinite(x) || !Number.isFinite(y)) return;
-    if (x < left) left = x; if (x > right) right = x;
-    if (y < top) top = y; if (y > bottom) bottom = y;
-  };
-  for (const s of item.s || []) {
-    if (s.c) { add(s.c[0] - s.c[2], s.c[1] - s.c[3]); add(s.c[0] + s.c[2], s.c[1] + s.c[3]); continue; }
-    const numbers = (s.p || s.d || "").match(/-?\d*\.?\d+(?:e[-+]?\d+)?/gi) || [];
-    for (let i = 0; i + 1 < numbers.length; i += 2) add(Number(numbers[i]), Number(numbers[i + 1]));
-  }
-  for (const t of item.t || []) add(t.x, t.y);
-  return right >= left ? [left, top, right, bottom] : null;
+function depthGroup(root, depth) {
+  while (root.childElementCount <= depth) root.append(document.createElementNS(SVG_NS, "g"));
+  return /** @type {SVGGElement} */ (root.children[depth]);
 }
 
 export class GraphView {
@@ -308,8 +135,16 @@ export class GraphView {
     container.addEventListener("pointerup", () => this.onPointerUp());
     container.addEventListener("pointerleave", () => this.onPointerUp());
     container.addEventListener("click", (e) => this.onClick(e));
-    /** @type {Map<string, import("./xdot.js").Item>} draw-list item of each element (its geometry) */
+    /** @type {Map<string, import("./draw.js").DrawnItem>} draw-list item of each element (its geometry) */
     this.items = new Map();
+    /** @type {Map<string, import("./draw.js").DrawnLevel>} the levels drawn, by key (a graph laid out level by level) */
+    this.levels = new Map();
+    /** @type {Map<string, import("./draw.js").DrawnLevel>} levels taken out by the last updates (oldest first) */
+    this.spare = new Map();
+    /** @type {Map<string, string[]>} drawn edge -> its pieces inside boxes (./hierarchy.js) */
+    this.parts = new Map();
+    /** @type {Map<string, string>} piece inside a box -> the first drawn edge it carries */
+    this.pieceEdge = new Map();
     /** pane size from a ResizeObserver (null until observed): read without forcing a layout */
     this.size = null;
     if (typeof ResizeObserver === "function") {
@@ -334,9 +169,11 @@ export class GraphView {
    * (removing the old SVG) changes no style of the new one: hiding it with an inherited
    * property (`visibility`) and showing it at the end restyled, re-laid out and repainted
    * every element in one frame.
+   * A graph laid out level by level whose new levels hold at most UPDATE_MAX_ITEMS items is
+   * updated in place instead (`update`).
    * Elements are created directly (no markup parsing); user text only ever goes through
    * `textContent`. Resolves to false when `isCurrent()` turns false (a newer layout started).
-   * @param {{width: number, height: number, count: number, chunks: string[]}} layout
+   * @param {{width: number, height: number, count: number, chunks: string[]} | import("./layout.js").LevelsLayout} layout
    * @param {(dotId: string) => string} tooltip  plain text for each element's <title>
    * @param {{isCurrent?: () => boolean, budgetMs?: number, rankdir?: string}} [control]
    */
@@ -349,19 +186,34 @@ export class GraphView {
     // would otherwise share that task and frame with whatever else ran there
     await afterFrame();
     if (!isCurrent()) return false;
+    const parts = "levels" in layout ? layout.parts : new Map();
+    /** @type {Map<string, string>} piece of an edge inside a box -> the first edge it carries */
+    const pieceEdge = new Map();
+    for (const [edge, pieces] of parts) for (const piece of pieces) if (!pieceEdge.has(piece)) pieceEdge.set(piece, edge);
+    const titled = (/** @type {string} */ id) => tooltip(pieceEdge.get(id) || id);
+    const run = { isCurrent, budget, tooltip: titled, start: performance.now(), fontUnits: 0 };
+    if ("levels" in layout && this.svg && this.levels.size) {
+      const fresh = layout.levels.filter((level) => !this.levels.has(level.key) && !this.spare.has(level.key));
+      if (fresh.reduce((sum, level) => sum + level.layout.count, 0) <= UPDATE_MAX_ITEMS) {
+        const moved = await this.update(layout, run);
+        if (moved) this.finish(layout, rankdir, parts, pieceEdge, moved);
+        return Boolean(moved);
+      }
+    }
+    const levels = "levels" in layout ? layout.levels : [{ key: "", depth: 0, x: 0, y: 0, layout }];
     const svg = /** @type {SVGSVGElement} */ (document.createElementNS(SVG_NS, "svg"));
     svg.setAttribute("class", "etp-graph etp-building");
-    // the SVG's only viewBox (the frame): the whole graph. Views are its zoom (k >= 1) but for
+    // the SVG's only viewBox (the frame): the whole graph (with room to grow when laid out level
+    // by level: opening a box then seldom writes a new one). Views are its zoom (k >= 1) but for
     // zooming out past Fit, so a gesture's composited layer holds the part on screen and a
     // margin around it (Chromium paints a layer's content within an expanded cull rect in
     // its own pixels: with the frame a window on a huge graph, zoomed out, every frame of a
     // gesture painted and layerized the graph again, 9 fps at 10,000 nodes)
     const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
-    const frame = fitBox(base);
-    const first = initialBox(base, this.paneSize(), [], this.minScale, 10, rankdir, this.fitMinScale);
+    const frame = "levels" in layout ? grownFrame(base) : fitBox(base);
     svg.setAttribute("viewBox", boxText(frame));
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
-    const root = document.createElementNS(SVG_NS, "g");
+    const root = /** @type {SVGGElement} */ (document.createElementNS(SVG_NS, "g"));
     root.setAttribute("class", "graph");
     svg.append(root);
     const layer = /** @type {HTMLDivElement} */ (document.createElement("div"));
@@ -369,51 +221,135 @@ export class GraphView {
     layer.append(svg);
     if (this.layer && this.layer.parentNode === this.container) this.container.insertBefore(layer, this.layer);
     else this.container.append(layer);
-    let fontUnits = 0;
     /** @type {Map<string, Element>} */
     const elements = new Map();
-    /** @type {Map<string, import("./xdot.js").Item>} */
+    /** @type {Map<string, import("./draw.js").DrawnItem>} */
     const drawn = new Map();
-    // each slice in its own <g>: the next frame lays out that group and the root's bounds
-    // over one group per slice, not over every element built so far
-    const newPart = () => root.appendChild(document.createElementNS(SVG_NS, "g"));
-    let part = newPart();
-    let sliceStart = performance.now();
-    for (const chunk of layout.chunks) {
-      const items = JSON.parse(chunk);
-      for (const item of items) {
-        if (!fontUnits && item.t.length) fontUnits = item.t[0].z;
-        const g = buildItem(item, tooltip);
-        part.append(g);
-        elements.set(item.id, g);
-        drawn.set(item.id, item);
-        if (performance.now() - sliceStart > budget) {
-          await afterFrame();
-          if (!isCurrent()) { layer.remove(); return false; }
-          part = newPart();
-          sliceStart = performance.now();
-        }
-      }
+    /** @type {Map<string, import("./draw.js").DrawnLevel>} */
+    const built = new Map();
+    for (const level of levels) {
+      const g = depthGroup(root, level.depth).appendChild(/** @type {SVGGElement} */ (document.createElementNS(SVG_NS, "g")));
+      const made = await buildLevel(g, level, run, elements, drawn);
+      if (!made) { layer.remove(); return false; }
+      if (level.key) built.set(level.key, made);
     }
     if (!isCurrent()) { layer.remove(); return false; }
     this.endGesture(false);
-    this.base = base;
-    this.frame = frame;
     this.elements = elements;
     this.items = drawn;
-    this.fontUnits = fontUnits;
+    this.levels = built;
+    this.spare = new Map();
+    this.fontUnits = run.fontUnits;
+    this.frame = frame;
     if (this.layer) this.layer.remove();
-    // the level of detail of the first view set with the swap (one restyle, not two)
-    this.labelsHidden = this.hidesLabels(first);
-    svg.classList.toggle(LOD_CLASS, this.labelsHidden);
     svg.classList.remove("etp-building");
     this.svg = svg;
     this.layer = layer;
     this.highlighted = [];
-    this.rankdir = rankdir;
     this.ring = null;
-    this.showFirstView();
+    this.finish(layout, rankdir, parts, pieceEdge);
     return true;
+  }
+
+  /**
+   * A new layout of a graph laid out level by level, into the SVG shown: the new levels are
+   * built off screen (slices), then, in one go, the levels it no longer has are taken out
+   * (kept aside: going back is as quick), the others moved where they now go and the new
+   * ones put in. Resolves to how far the box opened or closed moved (NaN: none found), null
+   * when `run.isCurrent()` turned false first.
+   * @param {import("./layout.js").LevelsLayout} layout
+   * @param {{isCurrent: () => boolean, budget: number, tooltip: (id: string) => string, start: number, fontUnits: number}} run
+   * @returns {Promise<{x: number, y: number} | null>}
+   */
+  async update(layout, run) {
+    const elements = new Map(), drawn = new Map();
+    /** @type {Map<string, import("./draw.js").DrawnLevel>} */
+    const fresh = new Map();
+    for (const level of layout.levels) {
+      if (this.levels.has(level.key) || this.spare.has(level.key)) continue;
+      const made = await buildLevel(/** @type {SVGGElement} */ (document.createElementNS(SVG_NS, "g")), level, run, elements, drawn);
+      if (!made) return null;
+      fresh.set(level.key, made);
+    }
+    if (!run.isCurrent() || !this.svg) return null;
+    this.endGesture(false);
+    if (run.fontUnits) this.fontUnits = run.fontUnits;
+    const anchor = anchorOf([...fresh.values()], this.items);
+    const wanted = new Set(layout.levels.map((level) => level.key));
+    for (const [key, level] of this.levels) {
+      if (wanted.has(key)) continue;
+      level.g.remove();
+      for (const item of level.items) {
+        if (this.items.get(item.id) === item) { this.items.delete(item.id); this.elements.delete(item.id); }
+      }
+      this.levels.delete(key);
+      this.spare.set(key, level);
+    }
+    const root = /** @type {SVGGElement} */ (this.svg.querySelector("g.graph"));
+    for (const level of layout.levels) {
+      let mounted = this.levels.get(level.key);
+      if (!mounted) {
+        mounted = fresh.get(level.key) || this.spare.get(level.key);
+        if (!mounted) continue;
+        this.spare.delete(level.key);
+        this.levels.set(level.key, mounted);
+        depthGroup(root, level.depth).append(mounted.g);
+        mounted.items.forEach((item, i) => { this.items.set(item.id, item); this.elements.set(item.id, mounted.elements[i]); });
+      }
+      moveLevel(mounted, level.x, level.y);
+      // the edge that a piece inside a box shows first may be another one now
+      mounted.items.forEach((item, i) => {
+        if (item.k === "edge" && PIECE.test(item.id) && mounted.elements[i].firstChild) {
+          mounted.elements[i].firstChild.textContent = run.tooltip(item.id);
+        }
+      });
+    }
+    let kept = 0;
+    for (const [key, level] of [...this.spare].reverse()) {
+      kept += level.items.length;
+      if (kept > SPARE_MAX_ITEMS) this.spare.delete(key);
+    }
+    // a new viewBox lays out every element again (0.6-0.9 s at 8,000 nodes): only when the
+    // graph outgrew the frame, which then grows with room to spare
+    const base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
+    const fit = fitBox(base);
+    if (fit.x < this.frame.x || fit.y < this.frame.y || fit.x + fit.w > this.frame.x + this.frame.w
+      || fit.y + fit.h > this.frame.y + this.frame.h) {
+      this.frame = grownFrame(base);
+      this.svg.setAttribute("viewBox", boxText(this.frame));
+    }
+    if (this.ring) this.ring.remove();
+    this.ring = null;
+    const moved = anchor && itemBounds(anchor.item);
+    return moved && anchor.before ? { x: moved[0] - anchor.before[0], y: moved[1] - anchor.before[1] } : { x: NaN, y: NaN };
+  }
+
+  /**
+   * The new layout is drawn: its frame, the edge pieces of each drawn edge (highlighted with
+   * it), the labels' level of detail, the view: the first view, or, after an update when the
+   * user had moved away from it, the same view moved with the box opened or closed (`moved`),
+   * so it stays where it was on screen.
+   * @param {{width: number, height: number}} layout
+   * @param {string} rankdir
+   * @param {Map<string, string[]>} parts
+   * @param {Map<string, string>} pieceEdge
+   * @param {{x: number, y: number}} [moved]
+   */
+  finish(layout, rankdir, parts, pieceEdge, moved) {
+    this.base = { x: 0, y: 0, w: Math.max(layout.width, 1), h: Math.max(layout.height, 1) };
+    this.parts = parts;
+    this.pieceEdge = pieceEdge;
+    this.rankdir = rankdir;
+    if (!this.svg) return;
+    if (moved && !this.firstView && Number.isFinite(moved.x) && Number.isFinite(moved.y)) {
+      this.setBox({ ...this.box, x: this.box.x + moved.x, y: this.box.y + moved.y });
+      return;
+    }
+    // the level of detail of the first view set with the swap (one restyle, not two)
+    const first = initialBox(this.base, this.paneSize(), [], this.minScale, 10, rankdir, this.fitMinScale);
+    this.labelsHidden = this.hidesLabels(first);
+    this.svg.classList.toggle(LOD_CLASS, this.labelsHidden);
+    this.showFirstView();
   }
 
   /** The first view of the current layout (./view.js initialBox) for the pane's size now. */
@@ -631,21 +567,25 @@ export class GraphView {
     if (this.moved) { this.moved = false; return; }
     const target = /** @type {Element} */ (event.target);
     const hit = target && target.closest ? target.closest("g.node, g.edge, g.cluster") : null;
-    if (hit && hit.id) this.handlers.onClick(hit.id, event);
+    // a piece of an edge inside a box stands for the edge it shows first
+    if (hit && hit.id) this.handlers.onClick(this.pieceEdge.get(hit.id) || hit.id, event);
     // the pane itself is background too (around a zoomed-out or dragged graph)
     else if (target && (target === this.container || (target.closest && target.closest("svg")))) this.handlers.onBackground();
   }
 
-  /** @param {Map<string, string>} classes  DOT id -> highlight class */
+  /** @param {Map<string, string>} classes  DOT id -> highlight class (an edge's pieces inside
+   * boxes with it) */
   highlight(classes) {
     for (const el of this.highlighted) el.classList.remove(...HIGHLIGHT_CLASSES);
     this.highlighted = [];
     if (this.svg) this.svg.classList.toggle("has-highlight", classes.size > 0);
     for (const [dotId, cls] of classes) {
-      const el = this.elements.get(dotId);
-      if (!el) continue;
-      el.classList.add(cls);
-      this.highlighted.push(el);
+      for (const id of [dotId, ...(this.parts.get(dotId) || [])]) {
+        const el = this.elements.get(id);
+        if (!el) continue;
+        el.classList.add(cls);
+        this.highlighted.push(el);
+      }
     }
   }
 
@@ -667,7 +607,9 @@ export class GraphView {
     if (!(right >= left && bottom >= top)) return;
     const cx = (left + right) / 2;
     const cy = (top + bottom) / 2;
-    let { w, h } = this.box;
+    // from the part on screen (the pane's shape), not the box: a fitted graph's box has the
+    // graph's shape, and zooming into a long chain's (117,000 x 650 units) kept it: 1 px labels
+    let { w, h } = this.visibleBox();
     const needW = (right - left) * 1.4;
     const needH = (bottom - top) * 1.4;
     const minZoomW = Math.min(this.base.w, Math.max(needW, 600));

@@ -124,3 +124,71 @@ export function layoutToDrawList(graph) {
   for (let i = 0; i < items.length; i += CHUNK) chunks.push(JSON.stringify(items.slice(i, i + CHUNK)));
   return { width: Math.max(width, 1), height: Math.max(height, 1), count: items.length, chunks };
 }
+
+/**
+ * @typedef {{width: number, height: number, count: number, chunks: string[],
+ *   boxes: Record<string, [number, number]>, ports: Record<string, [number, number]>}} LevelDrawList
+ *   a level's draw list (./hierarchy.js), in its own coordinates (y down from its top left),
+ *   with the top left corner of each box node (`b_<box>`) and the border point of each of its
+ *   own ports (`i_<leaf>` from the port node `pi_<leaf>`, and `j_`, `o_`, `u_` alike: the
+ *   first rank's side for `i` and `u`, the last rank's for `j` and `o`)
+ */
+
+/**
+ * A level's draw list (./hierarchy.js): `layoutToDrawList`, after the pieces of each edge
+ * that crosses a box border were made to meet there. A piece from or to a port node starts or
+ * ends on the border, across from the port node (the level's first or last rank); a piece from
+ * or to a box node's port starts or ends where that box's own layout put the port (`boxes`:
+ * each box node's ports, in the box's coordinates). Both points are the same once the box is
+ * drawn at its node's place: Graphviz puts a port at whole points (./hierarchy.js boxLabel).
+ * @param {any} graph  JSON.parse(graphviz.layout(levelDot, "json", "dot"))
+ * @param {Record<string, {ports: Record<string, [number, number]>}>} boxes
+ * @param {string} rankdir  "TB" or "LR"
+ * @returns {LevelDrawList}
+ */
+export function levelToDrawList(graph, boxes, rankdir) {
+  const [x0, y0, x1, y1] = String(graph.bb || "0,0,1,1").split(",").map(Number);
+  const lr = rankdir === "LR";
+  const objects = graph.objects || [];
+  /** @type {Record<string, [number, number]>} */
+  const boxCorners = {};
+  /** @type {Record<string, [number, number]>} port name -> border point (Graphviz coordinates) */
+  const ownPorts = {};
+  /** @type {Map<number, {name: string, left: number, top: number}>} gvid -> box node */
+  const boxByGvid = new Map();
+  /** @type {Map<number, [number, number]>} gvid -> border point of a port node */
+  const portByGvid = new Map();
+  for (const obj of objects) {
+    const name = String(obj.name || "");
+    if (obj.nodes || !obj.pos) continue;
+    const [cx, cy] = String(obj.pos).split(",").map(Number);
+    if (name.startsWith("b_")) {
+      const left = cx - (Number(obj.width) * 72) / 2, top = cy + (Number(obj.height) * 72) / 2;
+      boxByGvid.set(obj._gvid, { name, left, top });
+      boxCorners[name] = [round(left), round(y1 - top)];
+    } else if (/^p[ijou]_/.test(name)) {
+      const firstRank = name[1] === "i" || name[1] === "u";
+      /** @type {[number, number]} */
+      const point = lr ? [firstRank ? x0 : x1, cy] : [cx, firstRank ? y1 : y0];
+      portByGvid.set(obj._gvid, point);
+      ownPorts[name.slice(1)] = [round(point[0]), round(y1 - point[1])];
+    }
+  }
+  /** where an edge's end on `gvid` (with `port`) must be, or null (a drawn node: as laid out) */
+  const endPoint = (/** @type {number} */ gvid, /** @type {string|undefined} */ port) => {
+    const own = portByGvid.get(gvid);
+    if (own) return own;
+    const box = boxByGvid.get(gvid);
+    const at = box && port ? boxes[box.name]?.ports[String(port).split(":")[0]] : undefined;
+    return box && at ? [box.left + at[0], box.top - at[1]] : null;
+  };
+  for (const edge of graph.edges || []) {
+    const spline = (edge._draw_ || []).find((/** @type {any} */ op) => op.op === "b" || op.op === "B");
+    if (!spline || !spline.points.length) continue;
+    const start = endPoint(edge.tail, edge.tailport);
+    const end = endPoint(edge.head, edge.headport);
+    if (start) spline.points[0] = start;
+    if (end) spline.points[spline.points.length - 1] = end;
+  }
+  return { ...layoutToDrawList(graph), boxes: boxCorners, ports: ownPorts };
+}
