@@ -279,6 +279,11 @@ def canonical_name(name: str) -> str:
         return f"snap{order}"
     if key in LEARNERS and key != "snap":
         return key
+    if key == "snap":  # e.g. a SnAp learner's claim_family: its claims depend on n
+        raise ValueError(
+            f"{name!r} names SnAp-n without its n: say 'snap1', 'snap2', ... ('snap<n>'), or "
+            "pass the learner itself (`graph.gradient_claims(alg)`), whose n it knows."
+        )
     raise ValueError(
         f"Unknown algorithm {name!r}. Valid names: {list(learner_names())} (any 'snap<n>', "
         f"n >= 1; aliases {sorted(_ALIASES)}), or pass an algorithm instance or a factory "

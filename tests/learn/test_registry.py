@@ -59,10 +59,17 @@ def test_names_fold_case_dashes_and_aliases():
     assert spec_of("snap3").family == "snap"
 
 
-@pytest.mark.parametrize("bad", ["snap0", "snap", "drtrl2", "bptt3", ""])
+@pytest.mark.parametrize("bad", ["snap0", "drtrl2", "bptt3", ""])
 def test_an_unknown_name_lists_the_valid_ones(bad):
     with pytest.raises(ValueError, match="Valid names: .*d_rtrl"):
         canonical_name(bad)
+
+
+def test_snap_without_its_order_says_how_to_name_it():
+    """``"snap"`` is SnAp-n's claim family (``alg.claim_family``), not a learner: the error says
+    to give n or the learner itself."""
+    with pytest.raises(ValueError, match="'snap1', 'snap2'.*gradient_claims\\(alg\\)"):
+        canonical_name("SnAp")
 
 
 def test_options_are_checked_against_the_learner():
