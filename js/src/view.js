@@ -8,8 +8,9 @@
  * in SVG units) is shown by a CSS transform on the `<div>` that holds the SVG
  * (`viewTransform`). A new `viewBox` makes Chromium lay out every
  * element again (below 10 fps at ~1,000 nodes); a transform on an HTML box does not. During a
- * wheel or drag gesture the box is a composited layer (`will-change: transform`): each event
- * only moves that layer (no style, layout or paint of the graph); when the gesture ends the
+ * wheel or drag gesture the box is a composited layer (`will-change: transform`) holding a
+ * do-nothing transform animation (`holdTransform`), so that each event only hands the layer's
+ * new transform to the compositor (no style, layout, paint or re-layerizing of the graph); when the gesture ends the
  * hint is dropped and the graph is painted once, sharp, at its new scale. Labels smaller than
  * LOD_LABEL_PX on screen are hidden (one class on the SVG, ./style.css), switched when a
  * gesture ends or the view jumps (fit, buttons, keys, centre), never per event.
@@ -88,6 +89,33 @@ function depthGroup(root, depth) {
   return /** @type {SVGGElement} */ (root.children[depth]);
 }
 
+/**
+ * A paused transform animation that changes nothing (an identity translate added to the
+ * layer's own transform), held on the layer during a gesture, or null where the browser
+ * cannot add one. With it, Chromium hands each new transform of the layer straight to the
+ * compositor (a "direct" update: the layer has an active transform animation and the change
+ * keeps it axis-aligned); without it every event re-layerizes the whole page (Blink's
+ * PaintArtifactCompositor::Update, "Layerize" in a trace), which walks every SVG element's
+ * hit-test rectangle (inside the pane's blocking wheel listener): 25-60 ms a frame at 10,000
+ * nodes, the most of a frame (bench/README.md, "Pan and zoom").
+ * @param {HTMLElement} layer
+ * @returns {Animation | null}
+ */
+export function holdTransform(layer) {
+  if (typeof layer.animate !== "function") return null;
+  try {
+    const still = { transform: "translate(0px, 0px)" };
+    const hold = layer.animate([still, still], { duration: 1e9, composite: "add" });
+    // where `composite` is not supported the identity would replace the view's transform
+    const effect = /** @type {KeyframeEffect | null} */ (hold.effect);
+    if (!effect || effect.composite !== "add") { hold.cancel(); return null; }
+    hold.pause();
+    return hold;
+  } catch (e) {
+    return null;
+  }
+}
+
 export class GraphView {
   /**
    * @param {HTMLElement} container
@@ -119,7 +147,8 @@ export class GraphView {
     this.labelsHidden = false;
     /** the layer's scale (./view.js viewTransform `k`) */
     this.zoomFactor = 1;
-    /** @type {{rect: DOMRect, timer: any} | null} a wheel or drag gesture in progress */
+    /** @type {{rect: DOMRect, timer: any, hold: Animation | null} | null} a wheel or drag
+     * gesture in progress (`hold`: see holdTransform) */
     this.gesture = null;
     /** @type {Map<string, Element>} */
     this.elements = new Map();
@@ -421,8 +450,11 @@ export class GraphView {
    * each event only moves; the pane's position is read once. */
   startGesture() {
     if (this.gesture) return this.gesture;
-    this.gesture = { rect: this.container.getBoundingClientRect(), timer: 0 };
-    if (this.layer) this.layer.style.willChange = "transform";
+    this.gesture = { rect: this.container.getBoundingClientRect(), timer: 0, hold: /** @type {Animation | null} */ (null) };
+    if (this.layer) {
+      this.layer.style.willChange = "transform";
+      this.gesture.hold = holdTransform(this.layer);
+    }
     return this.gesture;
   }
 
@@ -433,6 +465,7 @@ export class GraphView {
     if (!gesture) return;
     clearTimeout(gesture.timer);
     this.gesture = null;
+    if (gesture.hold) gesture.hold.cancel();
     if (this.layer) this.layer.style.willChange = "";
     this.sizeRing();
     if (!notify) return;
@@ -621,6 +654,7 @@ export class GraphView {
 
   dispose() {
     if (this.gesture) clearTimeout(this.gesture.timer);
+    if (this.gesture && this.gesture.hold) this.gesture.hold.cancel();
     this.gesture = null;
     if (this.resizeObserver) this.resizeObserver.disconnect();
   }

@@ -55,6 +55,10 @@ MISPLACED = """() => { const view = window.etpEl.etpExplorer.view;
       bad.push({id, want: [x, y, r.width * s], got: [q.left, q.top, q.width]}); }
   return {checked, bad}; }"""
 
+#: JS: the animations held on the layer (view.js holdTransform)
+HELD = """() => window.etpEl.etpExplorer.view.layer.getAnimations()
+  .map((a) => ({playState: a.playState, composite: a.effect.composite}))"""
+
 
 def wheel(p, steps, delta, at):
     p.mouse.move(*at)
@@ -104,7 +108,13 @@ def test_pan_zoom_moves_a_transform_not_the_viewbox(harness, stacked_state):
     p.mouse.down()
     for i in range(1, 16):
         p.mouse.move(at[0] - 10 * i, at[1] - 6 * i)
+    # during the gesture the layer holds a paused identity transform animation (the
+    # compositor takes each transform directly): the graph is still where the box puts it
+    held = p.evaluate(HELD)
+    assert held == [{"playState": "paused", "composite": "add"}], held
+    assert p.evaluate(MISPLACED)["bad"] == []
     p.mouse.up()
+    assert p.evaluate(HELD) == []
     dragged = p.evaluate(VIEW)
     s = zoomed["labelPx"] / p.evaluate("window.etpEl.etpExplorer.view.fontUnits")
     assert dragged["box"]["x"] == pytest.approx(zoomed["box"]["x"] + 150 / s, rel=0.02)
