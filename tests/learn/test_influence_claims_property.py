@@ -29,6 +29,7 @@ import os
 import sys
 import warnings
 
+import brainstate
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -112,6 +113,29 @@ def test_influence_claims_hold_on_hand_written_models(x64, model, name):
 
 
 L = archs.Layer
+
+
+def test_a_step_with_a_while_loop_and_a_custom_vjp_is_refused_naming_both():
+    """No Jacobian of such a step can be taken (a ``while_loop`` has no reverse mode, a
+    ``custom_vjp`` no forward mode): a clear error, not jax's."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.custom_vjp
+    def spike(v):
+        return (v >= 0).astype(v.dtype)
+
+    spike.defvjp(lambda v: (spike(v), v), lambda v, g: (g / (1.0 + jnp.abs(v)) ** 2,))
+
+    class SpikingSolver(influence_models.SolverCell):
+        def update(self, x):
+            return super().update(x) + spike(self.h.value).sum()
+
+    model = SpikingSolver("while")
+    brainstate.nn.init_all_states(model)
+    x0, _ = influence_models.example("while", 1)
+    with pytest.raises(ValueError, match="while_loop.*custom_vjp.*fori_loop.*custom_jvp"):
+        make(model, "rtrl").compile_graph(x0)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
