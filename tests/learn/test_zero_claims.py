@@ -346,3 +346,38 @@ def test_a_layer_normalised_conv_gets_none_by_structure(x64, f64, norm, algorith
         r for r in alg.graph.diagnostics if r.kind.value == "relation_tail_couples_positions"
     ]
     assert record.context["zero_tail_groups"] and "zero by structure" in record.message
+
+
+@pytest.mark.parametrize("algorithm", ["d_rtrl", "es_d_rtrl"])
+def test_a_weight_none_by_structure_gets_exactly_zero_under_jit(x64, algorithm):
+    """The compiled step (how a session runs) gives a weight below a normalisation exactly 0,
+    as its "none" claim says: the proven-zero D_f is not computed (XLA's fused JVP of the
+    normalisation rounded it to ~1e-16 on a generated LayerNorm-after-cond architecture)."""
+    from tests.learn import archs
+
+    arch = archs.Arch(
+        (
+            archs.Layer(
+                states=2,
+                rec="concat",
+                inp="elemwise",
+                bias="plain",
+                act="spike",
+                reads="old",
+                adapt="first",
+                count=True,
+                norm="brainstate",
+                cond="lax",
+            ),
+        ),
+        shared=True,
+        seed=1338,
+    )
+    xs = archs.inputs(arch, 5)
+    alg = (etp_viz.D_RTRL if algorithm == "d_rtrl" else etp_viz.ES_D_RTRL)(archs.build(arch))
+    alg.compile_graph(xs[0])
+    assert alg.graph.gradient_claims(algorithm)["layers.0.Wcat"].kind == "none"
+    grads = online_gradients(alg, xs, jit=True)
+    assert all(
+        float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(grads[("layers", 0, "Wcat")])
+    )

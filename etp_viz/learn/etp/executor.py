@@ -182,7 +182,8 @@ class ETraceGraphExecutor:
     def output_jacobians(self, ys: dict, tail_consts: dict) -> dict:
         """``{(relation, group): D_f}`` of shape ``(*varshape, S)``: one JVP (all-ones
         tangent) of the relation's compiled ``y -> h`` tails; by reverse over reverse where a
-        tail binds a ``jax.custom_vjp`` (a surrogate spike), which has no forward mode."""
+        tail binds a ``jax.custom_vjp`` (a surrogate spike), which has no forward mode; exact
+        zeros for a group the compiler proved zero by structure (``zero_tail_groups``)."""
         plan, graph = self._compiled()
         relations = graph.hidden_param_op_relations
         result = {}
@@ -200,7 +201,11 @@ class ETraceGraphExecutor:
                 (jnp.ones_like(y),),
                 reverse=reverse,
             )
-            for g, df in zip(rel.group_indices, tangents):
+            zero = set(tails.zero_tail_groups)
+            for g, group, df in zip(rel.group_indices, tails.hidden_groups, tangents):
+                # zero by structure (a normalisation): exactly 0, as the claim "none" says
+                # (a compiled JVP may round to 1e-16 instead)
+                df = jnp.zeros_like(df) if group.index in zero else df
                 result[(rel.index, g)] = jax.lax.stop_gradient(df)
         return result
 
