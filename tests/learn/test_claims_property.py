@@ -27,7 +27,7 @@ embedding of integer tokens as the first layer's input. Three etp_viz failures t
 found are named cases below (each failed before its fix): a ``custom_vjp`` spike on a
 ``y -> h`` tail (D-RTRL / ES-D-RTRL raised jax's "can't apply forward-mode autodiff (jvp) to
 a custom_vjp function"), one on the h -> h path (RTRL, UORO, dense SnAp-n, OSTL: the same,
-``tests/learn/test_influence_claims.py``), and a normalisation after a ``cond`` (claimed
+``tests/learn/test_influence_claims_property.py``), and a normalisation after a ``cond`` (claimed
 approximate at an identically zero online gradient).
 
 The examples are derandomized (CI is reproducible). ``ETP_VIZ_CLAIM_EXAMPLES`` sets their
@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 
 import etp_viz
 from etp_viz.compiler import DiagnosticLevel
+from tests.conftest import float64
 from tests.learn import archs
 from tests.learn.helpers import online_gradients, step_loss
 from tests.oracles import bptt_gradients
@@ -309,6 +310,32 @@ def test_named_architectures(x64, name):
     for path, kind in kinds.items():
         if kind == "approximate" and errors[path][2] > 0:
             assert errors[path][0] > EFFECT, f"{name}: {path} approximate but exact here"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known (session 37, found by drawing another derandomized sequence): a weight "
+    "shared by a stack whose upper layer's tail is a normalisation (zero by structure) and "
+    "whose output reads the upper layer's previous state gets an identically zero D-RTRL "
+    "gradient (the lower relation's trace never meets a signal, the upper one's is zero), "
+    "claimed approximate instead of none (BPTT non-zero); also with tanh / braintools spikes",
+)
+def test_a_shared_weight_below_a_norm_read_through_the_old_state_is_none():
+    arch = archs.Arch(
+        (
+            L(states=2, rec="concat", inp="elemwise", bias="plain", act="tanh", adapt="new"),
+            L(rec="concat", bias="mixed", act="relu_grad", reads="old", adapt="new", norm="affine"),
+        ),
+        out="plain",
+        batch=2,
+        seed=1610,
+        shared=True,
+        feedback="add",
+    )
+    with float64():
+        check(arch, "d_rtrl")
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
