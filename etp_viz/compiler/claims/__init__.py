@@ -397,13 +397,18 @@ def _silent_states(flow: Flow, r: int, bypass: set) -> int:
     rel = flow.relations[r]
     tracked = flow.bits_of_paths([p for g in rel.hidden_groups for p in g.hidden_paths])
     zero = set(rel.zero_tail_groups)
-    if zero and all(g.index in zero for g in rel.hidden_groups):
+    # a group whose tail is zero by structure (D_f = 0) keeps a zero trace: neither its
+    # learning signal nor an output's read of its previous value carries anything
+    live = flow.bits_of_paths(
+        [p for g in rel.hidden_groups if g.index not in zero for p in g.hidden_paths]
+    )
+    if not live:
         return tracked  # D_f = 0 by structure: every trace of the relation stays 0
     old_out = flow.at_output[OLD_C] | flow.at_output[OLD_E] | flow.at_output[OLD_P]
     bypassed = sum(
-        1 << k for k in bits_of(old_out & tracked) if flow.memories[k].hidden_path in bypass
+        1 << k for k in bits_of(old_out & live) if flow.memories[k].hidden_path in bypass
     )
-    return 0 if tracked & (flow.signal | bypassed) else tracked
+    return 0 if live & (flow.signal | bypassed) else tracked
 
 
 def _silent_reason(flow: Flow, silent: list, relations: list) -> str:
@@ -417,6 +422,23 @@ def _silent_reason(flow: Flow, silent: list, relations: list) -> str:
     states = 0
     for bits in silent:
         states |= bits
+    # states whose trace is zero by structure (a normalising tail) are explained apart
+    flat = flow.bits_of_paths(
+        [
+            p
+            for r in relations
+            for g in r.hidden_groups
+            if g.index in set(r.zero_tail_groups)
+            for p in g.hidden_paths
+        ]
+    )
+    states &= ~flat
+    tail = (
+        f"; the trace of {_names(flow.memories, flat)} stays 0 (its y → tail is invariant to "
+        "shifting y along the positions it mixes, a layer normalisation: D_f = 0)"
+        if flat
+        else ""
+    )
     readers = sum(
         1 << k
         for k in range(len(flow.memories))
@@ -427,7 +449,7 @@ def _silent_reason(flow: Flow, silent: list, relations: list) -> str:
     return (
         f"zero by structure: {names} (what its trace follows) reaches the loss only in a later "
         f"step than the one it is written in{via}, and no output reads its previous value: no "
-        "learning signal ever meets the trace"
+        f"learning signal ever meets the trace{tail}"
     )
 
 
