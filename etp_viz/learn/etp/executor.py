@@ -93,6 +93,7 @@ class ETraceGraphExecutor:
         self.graph: ETraceGraph | None = None
         self.plan: ExecutionPlan | None = None
         self.example_args: Any = None
+        self.reverse_tails: set[int] = set()
 
     @property
     def is_compiled(self) -> bool:
@@ -104,6 +105,12 @@ class ETraceGraphExecutor:
 
         self.graph = compile_etrace_graph(self.model, *args, lift=self.lift)
         self.plan = build_plan(self.graph)
+        # relations whose y -> h tails bind a custom_vjp (no forward mode), decided once
+        self.reverse_tails = {
+            i
+            for i, rel in enumerate(self.graph.hidden_param_op_relations)
+            if any(binds(j, REVERSE_ONLY_PRIMITIVE_NAMES) for j in rel.y_to_hidden_group_jaxprs)
+        }
         self.example_args = jax.tree.map(
             lambda a: jax.ShapeDtypeStruct(jnp.shape(a), a.dtype), args
         )
@@ -191,15 +198,11 @@ class ETraceGraphExecutor:
             tails = relations[rel.graph_index]
             consts = tail_consts[rel.index]
             y = ys[rel.index]
-            reverse = any(
-                binds(jaxpr, REVERSE_ONLY_PRIMITIVE_NAMES)
-                for jaxpr in tails.y_to_hidden_group_jaxprs
-            )
             _, tangents = push_forward(
                 lambda y, tails=tails, consts=consts: tails.y_to_hidden_groups(y, consts),
                 (y,),
                 (jnp.ones_like(y),),
-                reverse=reverse,
+                reverse=rel.graph_index in self.reverse_tails,
             )
             zero = set(tails.zero_tail_groups)
             for g, group, df in zip(rel.group_indices, tails.hidden_groups, tangents):

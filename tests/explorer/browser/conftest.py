@@ -60,6 +60,12 @@ def load_real(name: str) -> dict:
     return json.loads(json.dumps(real_view_model(name)))
 
 
+@pytest.fixture(scope="module")
+def stacked_state():
+    """The front-end state of the real 2,000-equation stack (pan / zoom, incremental layout)."""
+    return Explorer(load_real("stacked_2000")).frontend_state()
+
+
 def chromium_path() -> str:
     path = shutil.which("chromium")
     if path is None:

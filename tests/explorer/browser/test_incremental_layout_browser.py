@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from etp_viz.explorer.widget import Explorer
-
-from .conftest import load_real
-
 pytestmark = pytest.mark.browser
 
 TARGET = "m:layers.50"
@@ -40,11 +36,6 @@ def rendered(p, count):
         " && !document.querySelector('.etp-graph-pane svg.etp-building')",
         timeout=180000,
     )
-
-
-@pytest.fixture(scope="module")
-def stacked_state():
-    return Explorer(load_real("stacked_2000")).frontend_state()
 
 
 def test_opening_a_box_lays_out_its_level_and_the_levels_around_it(harness, stacked_state):

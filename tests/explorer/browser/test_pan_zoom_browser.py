@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from etp_viz.explorer.widget import Explorer
-
-from .conftest import load_real
-
 pytestmark = pytest.mark.browser
 
 GRAPH = ".etp-graph-pane svg.etp-graph:not(.etp-building)"
@@ -65,11 +61,6 @@ def wheel(p, steps, delta, at):
     for _ in range(steps):
         p.mouse.wheel(0, delta)
     p.wait_for_function("!window.etpEl.etpExplorer.view.gesture")
-
-
-@pytest.fixture(scope="module")
-def stacked_state():
-    return Explorer(load_real("stacked_2000")).frontend_state()
 
 
 def test_pan_zoom_moves_a_transform_not_the_viewbox(harness, stacked_state):
