@@ -31,17 +31,16 @@ a custom_vjp function"), one on the h -> h path (RTRL, UORO, dense SnAp-n, OSTL:
 approximate at an identically zero online gradient).
 
 The examples are derandomized (CI is reproducible). ``ETP_VIZ_CLAIM_EXAMPLES`` sets their
-number: 100 on the oldest stack's leg, 40 on the newest by default (one derandomized
-sequence from this source: the first 40 of it again, on the other stack); 200 before issue
-30. Sized by what they have caught (docs/development.md, "The CI's time budget", lists which
-test kills each deleted claim rule); a bug they find gets a named case or an ``@example``
-(the cross-group one below).
+number: 60 on the oldest stack's leg, 40 on the newest by default, each leg drawing its own
+sequence (:mod:`tests.legs`): 100 distinct architectures a CI run. (200 before issue 30, then
+100 on the oldest leg with the newest drawing the first 40 of the same sequence again.)
+Sized by what they have caught (docs/development.md, "The CI's time budget", lists which test
+kills each deleted claim rule); a bug they find gets a named case or an ``@example`` (the
+cross-group one below).
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 
@@ -56,9 +55,10 @@ from etp_viz.compiler import DiagnosticLevel
 from tests.conftest import float64
 from tests.learn import archs
 from tests.learn.helpers import online_gradients, step_loss
+from tests.legs import examples, leg_sequence
 from tests.oracles import bptt_gradients
 
-EXAMPLES = int(os.environ.get("ETP_VIZ_CLAIM_EXAMPLES", 100 if sys.version_info < (3, 12) else 40))
+EXAMPLES = examples("ETP_VIZ_CLAIM_EXAMPLES", oldest=60, newest=40)
 NUM_STEPS = 5
 EXACT_RTOL = 1e-9
 EFFECT = 1e-6
@@ -190,6 +190,7 @@ def _concerned_leaves(graph, record, errors) -> list:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@leg_sequence
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -12,7 +12,9 @@ for RTRL: on a fresh run of ``NUM_STEPS`` steps with the weights held fixed,
 UORO is sampled too: its rank-1 estimate is noisy, so only the ``none`` rules bite there.
 
 A window ``W < NUM_STEPS`` makes truncated BPTT drop terms, so its exact claims are tested
-where they bite. ``ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES`` sets the number of examples.
+where they bite. ``ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES`` sets the number of examples: 25 on the
+oldest stack's leg, 15 on the newest, each leg drawing its own sequence (:mod:`tests.legs`;
+40 distinct a CI run, as before, when the newest leg re-drew the first 12 of the same 40).
 
 The same rules hold on the hand-written models of :mod:`tests.learn.influence_models`
 (issue 23), each with the learners where it bites: a stack in both wirings (layer 2 reading
@@ -25,8 +27,6 @@ loop are in ``tests/learn/test_influence.py``.)
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 
 import brainstate
@@ -38,11 +38,10 @@ from etp_viz.live.sources import build_algorithm
 from tests.learn import archs, influence_models
 from tests.learn.helpers import online_gradients, step_loss
 from tests.learn.test_claims_property import ARCHS, EXACT_RTOL, NUM_STEPS, leaf_errors
+from tests.legs import examples, leg_sequence
 from tests.oracles import bptt_gradients, rtrl_gradients
 
-EXAMPLES = int(
-    os.environ.get("ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES", 40 if sys.version_info < (3, 12) else 12)
-)
+EXAMPLES = examples("ETP_VIZ_INFLUENCE_CLAIM_EXAMPLES", oldest=25, newest=15)
 ALGORITHMS = ["rtrl", "snap1", "snap2", "ostl_recurrent", "uoro", "tbptt1", "tbptt2", "tbptt4"]
 
 
@@ -82,6 +81,7 @@ def check_model(model, x0, xs, name: str, where: str, oracle=bptt_gradients) -> 
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@leg_sequence
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

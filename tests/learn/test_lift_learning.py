@@ -12,15 +12,13 @@ On generated architectures (:mod:`tests.learn.archs`) written in plain jnp (``Ar
 The pre-activation may be computed in a top-level ``cond`` (``Layer.cond``): under
 ``lift=True`` a ``cond`` that takes a weight is if-converted, so its branches' plain ops lift.
 
-``ETP_VIZ_LIFT_EXAMPLES`` sets the number of generated examples (12 on the oldest stack's
-leg, 5 on the newest by default).
+``ETP_VIZ_LIFT_EXAMPLES`` sets the number of generated examples (8 on the oldest stack's
+leg, 5 on the newest by default, each leg drawing its own sequence: :mod:`tests.legs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 import warnings
 
 import jax
@@ -35,9 +33,10 @@ from etp_viz.learn.registry import build_learner, resolve
 from tests.learn import archs
 from tests.learn.helpers import online_gradients, step_loss
 from tests.learn.test_claims_property import CONDS, layers, leaf_errors
+from tests.legs import examples, leg_sequence
 from tests.oracles import bptt_gradients
 
-EXAMPLES = int(os.environ.get("ETP_VIZ_LIFT_EXAMPLES", 12 if sys.version_info < (3, 12) else 5))
+EXAMPLES = examples("ETP_VIZ_LIFT_EXAMPLES", oldest=8, newest=5)
 NUM_STEPS = 4
 RTOL = 1e-9
 ES_DECAYS = (0.5, 0.9)
@@ -104,6 +103,7 @@ def check(arch: archs.Arch, algorithm: str) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@leg_sequence
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
