@@ -60,9 +60,17 @@ if [ "$PHASE" != "browser" ]; then
   echo "$VENV: engine tests finished in $(( $(date +%s) - start )) s"
 fi
 if [ "$PHASE" != "engine" ]; then
+  # The browser tests wait on servers, kernels and Chromium about half the time: two workers
+  # (a module each at a time, each with its own Chromium and servers on free ports) fill the
+  # two cores (ETP_VIZ_BROWSER_WORKERS=0: one process).
+  BROWSER_WORKERS="${ETP_VIZ_BROWSER_WORKERS:-2}"
+  browser_parallel=()
+  if [ "$BROWSER_WORKERS" != "0" ] && "$VENV/bin/python" -c "import xdist" 2>/dev/null; then
+    browser_parallel=(-n "$BROWSER_WORKERS" --dist loadscope)
+  fi
   status=0
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=10 tests \
-    -m "$(markers_and "browser")" || status=$?
+    "${browser_parallel[@]}" -m "$(markers_and "browser")" || status=$?
   # 5: no test selected (a leg that leaves the browser tests to the other one)
   if [ "$status" != "0" ] && [ "$status" != "5" ]; then exit "$status"; fi
   echo "$VENV: browser tests finished in $(( $(date +%s) - start )) s"
