@@ -173,10 +173,11 @@ def test_drtrl_recursion_from_rules_equals_bptt(name):
     xs = None if case.x is None else case.random_inputs(key, steps)
     decays = jax.random.uniform(jax.random.fold_in(key, 1), (steps, *y.shape), dtype=y.dtype)
     readouts = jax.random.normal(jax.random.fold_in(key, 2), (steps, *y.shape), dtype=y.dtype)
-    # jit: one compilation per side instead of one per eager op (conv cases are otherwise slow)
-    loss = jax.jit(jax.grad(lambda w, xs: _recurrence_loss(case, w, xs, decays, readouts)))
-    expected = loss(case.weights, xs)
-    got = jax.jit(lambda xs: drtrl_gradient(case, xs, decays, readouts))(xs)
+    # jit: one compilation for both sides instead of one per eager op (conv cases are slow)
+    loss = jax.grad(lambda w, xs: _recurrence_loss(case, w, xs, decays, readouts))
+    expected, got = jax.jit(
+        lambda xs: (loss(case.weights, xs), drtrl_gradient(case, xs, decays, readouts))
+    )(xs)
     assert tree_allclose(got, expected, rtol=1e-9, atol=1e-11)
 
 
