@@ -16,8 +16,6 @@ batch 16, T = 100).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 
 import brainstate
@@ -204,19 +202,6 @@ def _scale_model():
     return model, jnp.ones((SCALE_BATCH, SCALE_IN))
 
 
-def _scale_plan_row(name: str):
-    """``plan`` of learner ``name`` on the scale model (its step compiled to ask XLA for the
-    influence learners): planned once per learner and x64 setting for the tests that read it
-    (a fresh ``detail`` dict each call; the row itself is frozen)."""
-    row = _scale_plan_row_cached(name, jax.config.read("jax_enable_x64"))
-    return dataclasses.replace(row, detail=dict(row.detail))
-
-
-@functools.cache
-def _scale_plan_row_cached(name: str, x64: bool):
-    return etp_viz.plan(*_scale_model(), algorithm=name).row(name)
-
-
 def _xla_learner(model, x, name: str) -> int:
     """Argument + output + temp of one jitted gradient step of learner ``name``, less the
     states it writes (updated in place in a training loop)."""
@@ -242,7 +227,8 @@ def test_every_learners_plan_is_within_ten_percent_of_xla_where_its_largest_term
     """RTRL's temporaries were left out of the plan (222 MB planned, 12.4 GB compiled for a GRU
     of 128 units, before ``∂h/∂θ`` went to reverse mode): every learner's total is now checked
     against XLA at a size where its own state or step dominates."""
-    row = _scale_plan_row(name)
+    model, x = _scale_model()
+    row = etp_viz.plan(model, x, algorithm=name).row(name)
     measured = _xla_learner(*_scale_model(), name)
     assert not row.unknown
     assert abs(row.total / measured - 1) <= TOLERANCE, (name, row.total, measured)
@@ -255,7 +241,7 @@ def test_rtrl_influence_formula_counts_bytes(monkeypatch):
     import etp_viz.memory as memory
 
     model, x = _scale_model()
-    built = _scale_plan_row("rtrl")
+    built = etp_viz.plan(model, x, algorithm="rtrl").row("rtrl")
     monkeypatch.setattr(memory, "BUILD_AT_MOST", 0)
     formula = etp_viz.plan(model, x, algorithm="rtrl").row("rtrl")
     assert formula.learner_state == built.learner_state > 16 * 2**20
