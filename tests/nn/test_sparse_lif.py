@@ -3,6 +3,8 @@ against BPTT (verify) and against the stored-pattern path, program size independ
 
 from __future__ import annotations
 
+import functools
+
 import brainstate
 import jax
 import jax.numpy as jnp
@@ -49,6 +51,15 @@ def test_compiles_and_steps_on_cpu(algorithm, event_driven):
 
 
 def _outputs_and_gradients(event_driven, max_active=None):
+    """15 steps' spikes and D-RTRL gradients; computed once per setting and x64 flag (the
+    dense-input reference is read by both ``test_event_driven_equals_dense_input`` cases)."""
+    x64 = jax.config.read("jax_enable_x64")
+    ys, grads = _outputs_and_gradients_cached(event_driven, max_active, x64)
+    return ys, jax.tree.map(lambda leaf: leaf, grads)  # fresh containers: the cache stays intact
+
+
+@functools.cache
+def _outputs_and_gradients_cached(event_driven, max_active, x64):
     layer = _layer(event_driven=event_driven, max_active=max_active)
     alg = etp_viz.D_RTRL(layer)
     xs = _inputs(15)

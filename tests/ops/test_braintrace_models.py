@@ -11,6 +11,7 @@ the whole module is skipped.
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 
@@ -166,11 +167,26 @@ def _online_gradients(algorithm_class, model, xs):
     _quiet(alg.compile_graph, xs[0])
     params = model.states(brainstate.ParamState)
     grad_step = brainstate.transform.grad(lambda x: jnp.sum(alg(x) ** 2), params)
+    # one compiled step instead of an eager dispatch per op (the conv model's were seconds)
+    grad_step = brainstate.transform.jit(grad_step)
     total = None
     for t in range(len(xs)):
         grads = dict(grad_step(xs[t]))
         total = grads if total is None else jax.tree.map(jnp.add, total, grads)
     return total
+
+
+def _our_d_rtrl_gradients(name):
+    """etp_viz's D-RTRL gradients on model ``name`` (seeded, so the same in every test): computed
+    once per model and precision for the two tests that compare them, with braintrace's and
+    with BPTT's; fresh containers each call (the arrays are immutable)."""
+    grads = _our_d_rtrl_gradients_cached(name, brainstate.environ.get_precision())
+    return jax.tree.map(lambda leaf: leaf, grads)
+
+
+@functools.cache
+def _our_d_rtrl_gradients_cached(name, precision):
+    return _online_gradients(etp_viz.D_RTRL, _make(name), _inputs(name))
 
 
 def _relations(graph):
@@ -230,7 +246,7 @@ def test_same_relations_as_braintrace(name, f64):
 def test_online_gradients_equal_braintrace(name, algorithm, f64):
     xs = _inputs(name)
     if algorithm == "D_RTRL":
-        ours_class, theirs_class = etp_viz.D_RTRL, braintrace.D_RTRL
+        ours, theirs_class = _our_d_rtrl_gradients(name), braintrace.D_RTRL
     else:
         if name in BRAINTRACE_ES_RAISES:
             pytest.skip(
@@ -238,9 +254,8 @@ def test_online_gradients_equal_braintrace(name, algorithm, f64):
                 "shape (C,) broadcast over a (B, *spatial, C) hidden group): nothing to compare "
                 "with; test_braintrace_es_d_rtrl_raises_on_a_leaky_multi_axis_layer"
             )
-        ours_class = lambda m: etp_viz.ES_D_RTRL(m, 0.9)  # noqa: E731
+        ours = _online_gradients(lambda m: etp_viz.ES_D_RTRL(m, 0.9), _make(name), xs)
         theirs_class = lambda m: braintrace.ES_D_RTRL(m, 0.9)  # noqa: E731
-    ours = _online_gradients(ours_class, _make(name), xs)
     theirs = _online_gradients(theirs_class, _make(name), xs)
     assert set(ours) == set(theirs)
     for path in theirs:
@@ -257,7 +272,7 @@ def test_online_gradients_equal_braintrace(name, algorithm, f64):
 @pytest.mark.parametrize("name", EXACT)
 def test_d_rtrl_on_element_wise_braintrace_models_equals_bptt(name, f64):
     xs = _inputs(name)
-    ours = _online_gradients(etp_viz.D_RTRL, _make(name), xs)
+    ours = _our_d_rtrl_gradients(name)
     exact = bptt_gradients(_make(name), xs, lambda ys: jnp.sum(ys**2))
     for path, value in exact.items():
         assert relative_error(ours[path], value) <= 1e-10, path

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,6 +42,19 @@ def test_xy_to_dw_is_the_vjp_of_the_impl(name):
     assert tree_allclose(got, expected)
 
 
+def _jacobian(name):
+    """``jax.jacfwd`` of case ``name``'s impl w.r.t. every weight: jitted (one compiled program
+    instead of an eager dispatch per op of the batched JVP, the conv cases' slowest step) and
+    computed once per case and x64 setting for the two tests that read it (read-only)."""
+    return _jacobian_cached(name, jax.config.read("jax_enable_x64"))
+
+
+@functools.cache
+def _jacobian_cached(name, x64):
+    case = make_case(name)
+    return types.MappingProxyType(jax.jit(jax.jacfwd(case.apply))(case.weights))
+
+
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_yw_to_w_is_the_chain_rule_per_output_element(name):
     """For every output element j: g_j * dy_j/dW == contract(yw_to_w(g, x-trace), e_j)."""
@@ -46,11 +62,17 @@ def test_yw_to_w_is_the_chain_rule_per_output_element(name):
     yw_to_w, _, xy_to_etrace, etrace_to_dw = _rules(case)
     y = case.apply()
     g = _random_like(y, 2)
-    jac = jax.jacfwd(case.apply)(case.weights)  # leaves: (*y.shape, *w.shape)
-    unit_trace = xy_to_etrace(case.x, jnp.ones_like(y), case.weights, **case.params)
-    propagated = yw_to_w(g, unit_trace, **case.params)
-    eye = jnp.eye(y.size, dtype=y.dtype).reshape(y.size, *y.shape)
-    per_element = jax.vmap(lambda e: etrace_to_dw(propagated, e, case.weights, **case.params))(eye)
+    jac = _jacobian(name)  # leaves: (*y.shape, *w.shape)
+
+    # one compiled program instead of an eager dispatch per op of the vmapped rules
+    @jax.jit
+    def per_element_rule(g):
+        unit_trace = xy_to_etrace(case.x, jnp.ones_like(y), case.weights, **case.params)
+        propagated = yw_to_w(g, unit_trace, **case.params)
+        eye = jnp.eye(y.size, dtype=y.dtype).reshape(y.size, *y.shape)
+        return jax.vmap(lambda e: etrace_to_dw(propagated, e, case.weights, **case.params))(eye)
+
+    per_element = per_element_rule(g)
     for key, jac_w in jac.items():
         flat = jac_w.reshape(y.size, *case.weights[key].shape)
         expected = flat * g.reshape(y.size, *([1] * case.weights[key].ndim))
@@ -103,7 +125,7 @@ def test_conv_trace_is_the_per_position_jacobian(name):
     y = case.apply()
     g = _random_like(y, 6)
     trace = ops.get_xy_to_etrace(case.prim)(case.x, g, case.weights, **case.params)["weight"]
-    jac = jax.jacfwd(lambda k: case.apply({**case.weights, "weight": k}))(case.weights["weight"])
+    jac = _jacobian(name)["weight"]  # the same as jacfwd w.r.t. the kernel alone
     # (*y, *K) -> (N, *spatial_out, C_out, *K): dy/dK is zero off channel c(k), so summing
     # g * jac over the output channel axis picks exactly c(k).
     order = (dn.out_spec[0], *dn.out_spec[2:], dn.out_spec[1])
@@ -151,10 +173,11 @@ def test_drtrl_recursion_from_rules_equals_bptt(name):
     xs = None if case.x is None else case.random_inputs(key, steps)
     decays = jax.random.uniform(jax.random.fold_in(key, 1), (steps, *y.shape), dtype=y.dtype)
     readouts = jax.random.normal(jax.random.fold_in(key, 2), (steps, *y.shape), dtype=y.dtype)
-    # jit: one compilation per side instead of one per eager op (conv cases are otherwise slow)
-    loss = jax.jit(jax.grad(lambda w, xs: _recurrence_loss(case, w, xs, decays, readouts)))
-    expected = loss(case.weights, xs)
-    got = jax.jit(lambda xs: drtrl_gradient(case, xs, decays, readouts))(xs)
+    # jit: one compilation for both sides instead of one per eager op (conv cases are slow)
+    loss = jax.grad(lambda w, xs: _recurrence_loss(case, w, xs, decays, readouts))
+    expected, got = jax.jit(
+        lambda xs: (loss(case.weights, xs), drtrl_gradient(case, xs, decays, readouts))
+    )(xs)
     assert tree_allclose(got, expected, rtol=1e-9, atol=1e-11)
 
 
