@@ -22,8 +22,11 @@ side by side (~10,000 and ~50,000 nodes: the copies are cloned SVG, not laid out
 the drawing matters here), fitted in the pane, it plays a wheel zoom (one wheel event per
 animation frame, in then out) and a drag (one pointer move per frame) through the widget's own
 event handlers, and reports frames per second from requestAnimationFrame timestamps, the
-median and 95th-percentile frame, the viewBox writes (a MutationObserver) and the longest frame
-after the gesture ended (when the graph is painted again at its new scale). The "-labels"
+median and 95th-percentile frame, the viewBox writes (a MutationObserver), the gesture's ends
+(the layer's `will-change` dropped: the graph painted again; one per gesture unless it ended
+between two events), the times the layer lost its transform (each lays out every element
+again) and the longest frame after the gesture ended (when the graph is painted again at its
+new scale). The "-labels"
 sizes start zoomed in to 8 px labels (shown) instead of fitted. Targets: >= 55 fps at ~1k
 nodes, >= 30 fps at ~10k.
 
@@ -211,8 +214,11 @@ TILE = """([n, labelPx]) => { const view = window.etpEl.etpExplorer.view; const 
       root.append(g); }
     view.base = {x: 0, y: 0, w: Math.min(n, cols) * (b.w + gap),
       h: Math.ceil(n / cols) * (b.h + gap)}; }
-  if (view.frame) { // a graph built at this size: its whole (padded) layout is the SVG's viewBox
-    const f = {x: view.base.x - 10, y: view.base.y - 10, w: view.base.w + 20, h: view.base.h + 20};
+  if (view.frame) { // a graph built at this size: its whole (padded) layout is the SVG's viewBox,
+    // with room to grow when laid out level by level (view.js grownFrame: Fit is then no identity)
+    const room = view.levels && view.levels.size ? 1.25 : 1;
+    const f = {x: view.base.x - 10, y: view.base.y - 10, w: (view.base.w + 20) * room,
+      h: (view.base.h + 20) * room};
     view.frame = f; svg.setAttribute('viewBox', `${f.x} ${f.y} ${f.w} ${f.h}`); }
   view.fit(); // then, with labelPx, zoomed in about the centre until labels are that big
   if (labelPx) view.zoom(labelPx / (14 * view.scale()));
@@ -224,6 +230,14 @@ GESTURE = """async ([kind, frames, maxMs, settleMs]) => {
   const r = pane.getBoundingClientRect(); const x = r.left + r.width / 2, y = r.top + r.height / 2;
   let writes = 0; const mo = new MutationObserver((m) => { writes += m.length; });
   mo.observe(pane, {subtree: true, attributes: true, attributeFilter: ['viewBox']});
+  // the gesture's re-renders: the layer's will-change dropped (the graph painted again at its
+  // scale; more than one per gesture: it ended between events) and its transform lost (every
+  // element laid out again when it comes back)
+  let ends = 0, none = 0; const layer = view.layer;
+  const lo = new MutationObserver((m) => { for (const r of m) {
+    if ((r.oldValue || '').includes('will-change') && !layer.style.willChange) ends += 1;
+    if (getComputedStyle(layer).transform === 'none') none += 1; } });
+  if (layer) lo.observe(layer, {attributes: true, attributeFilter: ['style'], attributeOldValue: true});
   const loafs = []; let po = null;
   try { po = new PerformanceObserver((l) => { for (const e of l.getEntries()) loafs.push(e); });
     po.observe({type: 'long-animation-frame'}); } catch (e) { po = null; }
@@ -245,13 +259,14 @@ GESTURE = """async ([kind, frames, maxMs, settleMs]) => {
   if (kind === 'drag') pane.dispatchEvent(new PointerEvent('pointerup',
     {bubbles: true, button: 0, clientX: x, clientY: y, pointerId: 1, isPrimary: true}));
   await new Promise((done) => setTimeout(done, settleMs)); await frame();
-  mo.disconnect(); if (po) { for (const e of po.takeRecords()) loafs.push(e); po.disconnect(); }
+  mo.disconnect(); lo.disconnect(); if (po) { for (const e of po.takeRecords()) loafs.push(e); po.disconnect(); }
   const gaps = []; for (let i = 1; i < times.length; i++) gaps.push(times[i] - times[i - 1]);
   gaps.sort((a, b) => a - b);
   const q = (p) => gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))];
   const after = loafs.filter((e) => e.startTime + e.duration > ended);
   return {events: gaps.length, fps: gaps.length * 1000 / (times[times.length - 1] - times[0]),
-    frame_p50_ms: q(0.5), frame_p95_ms: q(0.95), viewbox_writes: writes,
+    frame_p50_ms: q(0.5), frame_p95_ms: q(0.95), viewbox_writes: writes, gesture_ends: ends,
+    transform_none: none,
     settle_longest_frame_ms: Math.max(0, ...after.map((e) => e.duration)),
     labels_hidden: view.svg.classList.contains('etp-lod-far')}; }"""
 #: size name -> (fraction of the layers expanded, copies of the graph, label size on screen

@@ -28,9 +28,17 @@ export function viewTransform(frame, box, size) {
   };
 }
 
-/** @param {{k: number, tx: number, ty: number}} t */
+/**
+ * The layer's CSS transform, never "none", the identity included: a box that gains or loses a
+ * transform becomes or stops being a containing block and stacking context, and Chromium lays
+ * out everything inside it again (every SVG label: 0.4-1.2 s at 10,000 nodes, 2.3 s at 50,000,
+ * in the first frame of a wheel gesture that started from the fitted view of a graph laid out
+ * in one piece, whose transform is the identity). ./style.css gives the layer an identity
+ * transform before its first view, for the same reason.
+ * @param {{k: number, tx: number, ty: number}} t
+ */
 export function transformText(t) {
-  return t.k === 1 && t.tx === 0 && t.ty === 0 ? "" : `translate(${t.tx}px, ${t.ty}px) scale(${t.k})`;
+  return `translate(${t.tx}px, ${t.ty}px) scale(${t.k})`;
 }
 
 /** The padded box that fits a layout. @param {{x: number, y: number, w: number, h: number}} base */
@@ -100,4 +108,31 @@ export function initialBox(base, rect, items = [], minScale = MIN_FIT_SCALE, pad
 
 export function boxText(/** @type {{x: number, y: number, w: number, h: number}} */ box) {
   return `${box.x} ${box.y} ${box.w} ${box.h}`;
+}
+
+/**
+ * A paused transform animation that changes nothing (an identity translate added to the
+ * layer's own transform), held on the layer during a gesture, or null where the browser
+ * cannot add one. With it, Chromium hands each new transform of the layer straight to the
+ * compositor (a "direct" update: the layer has an active transform animation and the change
+ * keeps it axis-aligned); without it every event re-layerizes the whole page (Blink's
+ * PaintArtifactCompositor::Update, "Layerize" in a trace), which walks every SVG element's
+ * hit-test rectangle (inside the pane's blocking wheel listener): 25-60 ms a frame at 10,000
+ * nodes, the most of a frame (bench/README.md, "Pan and zoom").
+ * @param {HTMLElement} layer
+ * @returns {Animation | null}
+ */
+export function holdTransform(layer) {
+  if (typeof layer.animate !== "function") return null;
+  try {
+    const still = { transform: "translate(0px, 0px)" };
+    const hold = layer.animate([still, still], { duration: 1e9, composite: "add" });
+    // where `composite` is not supported the identity would replace the view's transform
+    const effect = /** @type {KeyframeEffect | null} */ (hold.effect);
+    if (!effect || effect.composite !== "add") { hold.cancel(); return null; }
+    hold.pause();
+    return hold;
+  } catch (e) {
+    return null;
+  }
 }

@@ -23,11 +23,11 @@
 
 import { SVG_NS, itemBounds, moveLevel, buildLevel, anchorOf } from "./draw.js";
 import { afterFrame } from "./frames.js";
-import { viewTransform, transformText, fitBox, initialBox, boxText, MIN_FIT_SCALE } from "./view-box.js";
+import { viewTransform, transformText, fitBox, initialBox, boxText, holdTransform, MIN_FIT_SCALE } from "./view-box.js";
 
 export { buildItem, itemBounds } from "./draw.js";
 export { afterFrame, yieldToEventLoop, FRAME_GAP_MS } from "./frames.js";
-export { viewTransform, fitBox, initialBox, firstViewLabelPx, MIN_FIT_SCALE, FIT_LABEL_PX, WINDOW_LABEL_PX } from "./view-box.js";
+export { viewTransform, fitBox, initialBox, firstViewLabelPx, holdTransform, MIN_FIT_SCALE, FIT_LABEL_PX, WINDOW_LABEL_PX } from "./view-box.js";
 
 const HIGHLIGHT_CLASSES = ["hl-selected", "hl-path", "hl-boundary", "hl-cluster", "hl-transition", "hl-slice", "hl-search"];
 
@@ -54,7 +54,8 @@ export function exportCss(c) {
 export const LOD_LABEL_PX = 6;
 /** Class on the SVG while its labels are hidden (./style.css). */
 export const LOD_CLASS = "etp-lod-far";
-/** A wheel gesture ends this long after its last event (ms). */
+/** A wheel gesture ends this long after its last event (ms), at the next frame without a
+ * new one (`GraphView.endAfterQuietFrame`). */
 export const GESTURE_END_MS = 150;
 
 /** Levels of at most this many new items (./xdot.js draw-list items) are drawn into the SVG
@@ -89,33 +90,6 @@ function depthGroup(root, depth) {
   return /** @type {SVGGElement} */ (root.children[depth]);
 }
 
-/**
- * A paused transform animation that changes nothing (an identity translate added to the
- * layer's own transform), held on the layer during a gesture, or null where the browser
- * cannot add one. With it, Chromium hands each new transform of the layer straight to the
- * compositor (a "direct" update: the layer has an active transform animation and the change
- * keeps it axis-aligned); without it every event re-layerizes the whole page (Blink's
- * PaintArtifactCompositor::Update, "Layerize" in a trace), which walks every SVG element's
- * hit-test rectangle (inside the pane's blocking wheel listener): 25-60 ms a frame at 10,000
- * nodes, the most of a frame (bench/README.md, "Pan and zoom").
- * @param {HTMLElement} layer
- * @returns {Animation | null}
- */
-export function holdTransform(layer) {
-  if (typeof layer.animate !== "function") return null;
-  try {
-    const still = { transform: "translate(0px, 0px)" };
-    const hold = layer.animate([still, still], { duration: 1e9, composite: "add" });
-    // where `composite` is not supported the identity would replace the view's transform
-    const effect = /** @type {KeyframeEffect | null} */ (hold.effect);
-    if (!effect || effect.composite !== "add") { hold.cancel(); return null; }
-    hold.pause();
-    return hold;
-  } catch (e) {
-    return null;
-  }
-}
-
 export class GraphView {
   /**
    * @param {HTMLElement} container
@@ -147,8 +121,8 @@ export class GraphView {
     this.labelsHidden = false;
     /** the layer's scale (./view.js viewTransform `k`) */
     this.zoomFactor = 1;
-    /** @type {{rect: DOMRect, timer: any, hold: Animation | null} | null} a wheel or drag
-     * gesture in progress (`hold`: see holdTransform) */
+    /** @type {{rect: DOMRect, timer: any, events: number, hold: Animation | null} | null} a
+     * wheel or drag gesture in progress (`events`: its wheel events; `hold`: see holdTransform) */
     this.gesture = null;
     /** @type {Map<string, Element>} */
     this.elements = new Map();
@@ -450,7 +424,7 @@ export class GraphView {
    * each event only moves; the pane's position is read once. */
   startGesture() {
     if (this.gesture) return this.gesture;
-    this.gesture = { rect: this.container.getBoundingClientRect(), timer: 0, hold: /** @type {Animation | null} */ (null) };
+    this.gesture = { rect: this.container.getBoundingClientRect(), timer: 0, events: 0, hold: /** @type {Animation | null} */ (null) };
     if (this.layer) {
       this.layer.style.willChange = "transform";
       this.gesture.hold = holdTransform(this.layer);
@@ -568,8 +542,28 @@ export class GraphView {
     event.preventDefault();
     const gesture = this.startGesture();
     this.zoom(Math.exp(-event.deltaY * 0.0015), event.clientX, event.clientY);
+    gesture.events += 1;
     clearTimeout(gesture.timer);
-    gesture.timer = setTimeout(() => { if (!(this.drag && this.moved)) this.endGesture(); }, GESTURE_END_MS);
+    gesture.timer = setTimeout(() => this.endAfterQuietFrame(gesture), GESTURE_END_MS);
+  }
+
+  /**
+   * A wheel gesture ends GESTURE_END_MS after its last event and a frame without a new one:
+   * Chromium hands wheel events to the page at the start of a frame, so after a frame slower
+   * than GESTURE_END_MS (a loaded machine, a big graph's first raster) the timer fired before
+   * the next event came, and the gesture ended between two events of one wheel: the graph was
+   * painted again, and again as the next event started a new gesture (bench/README.md).
+   * @param {{events: number, timer: any}} gesture
+   */
+  endAfterQuietFrame(gesture) {
+    const seen = gesture.events;
+    const check = () => {
+      if (this.gesture !== gesture || gesture.events !== seen || (this.drag && this.moved)) return;
+      this.endGesture();
+    };
+    // no fallback timer: when frames wait for a big graph's raster (over a second at 50,000
+    // nodes) it ended gestures between events; a hidden page's gesture ends when it is shown
+    requestAnimationFrame(check);
   }
 
   onPointerDown(/** @type {PointerEvent} */ event) {

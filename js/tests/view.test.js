@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { initialBox, fitBox, MIN_FIT_SCALE, viewTransform } from "../src/view.js";
+import { initialBox, fitBox, MIN_FIT_SCALE, viewTransform, GraphView, GESTURE_END_MS } from "../src/view.js";
 
 /** A node item (xdot draw list) with a box at (x, y) of 80 x 30 units. */
 const node = (id, x, y) => ({
@@ -62,4 +62,45 @@ test("the layer's transform draws the frame's SVG as the view box would (pan and
   }
   assert.deepEqual(viewTransform(frame, frame, size), { k: 1, tx: 0, ty: 0 });
   assert.deepEqual(viewTransform(frame, { x: 0, y: 0, w: 5, h: 5 }, { width: 0, height: 0 }), { k: 1, tx: 0, ty: 0 });
+});
+
+test("a wheel gesture whose frames are slower than its end delay ends once, after its last event", async () => {
+  // Chromium hands wheel events to the page at the start of a frame: here frames run only when
+  // the test says, so the gesture's timer fires while the next event waits for a frame
+  const frames = [];
+  const saved = globalThis.requestAnimationFrame;
+  globalThis.requestAnimationFrame = (callback) => frames.push(callback);
+  const runFrame = (event) => { if (event) view.onWheel(event); for (const f of frames.splice(0)) f(performance.now()); };
+  const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+  const rect = { left: 0, top: 0, width: 800, height: 600 };
+  const container = { addEventListener() {}, getBoundingClientRect: () => rect };
+  let views = 0;
+  const view = new GraphView(/** @type {any} */ (container), { onClick() {}, onBackground() {}, onView: () => { views += 1; } });
+  view.svg = /** @type {any} */ ({});
+  view.box = { x: 0, y: 0, w: 800, h: 600 };
+  const wheel = { preventDefault() {}, deltaY: -40, clientX: 300, clientY: 200 };
+  try {
+    view.onWheel(wheel);
+    for (let i = 0; i < 3; i++) {
+      await sleep(GESTURE_END_MS + 60); // a slow frame: the timer fires before the next event
+      runFrame(wheel);
+      assert.ok(view.gesture, `the gesture ended between events (after event ${i + 1})`);
+    }
+    assert.equal(views, 0);
+    await sleep(GESTURE_END_MS + 60);
+    assert.ok(view.gesture, "ends only after a frame without a wheel event");
+    runFrame(null);
+    assert.equal(view.gesture, null);
+    assert.equal(views, 1); // one re-render (labels' level of detail, status) at the end
+    assert.ok(view.box.w < 800 / 1.15);
+  } finally {
+    view.dispose();
+    globalThis.requestAnimationFrame = saved;
+  }
+});
+
+test("the layer's transform is never none, the identity included (gaining one lays the SVG out again)", async () => {
+  const { transformText } = await import("../src/view-box.js");
+  assert.equal(transformText({ k: 1, tx: 0, ty: 0 }), "translate(0px, 0px) scale(1)");
+  assert.equal(transformText(viewTransform({ x: 0, y: 0, w: 10, h: 10 }, { x: 0, y: 0, w: 10, h: 10 }, { width: 0, height: 0 })), "translate(0px, 0px) scale(1)");
 });
