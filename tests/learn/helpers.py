@@ -42,8 +42,15 @@ def multi_step_gradients(alg, xs, loss=sequence_loss):
     return dict(grads)
 
 
-def _fresh(leaf):
-    return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
+def _fresh(value):
+    """New dicts, lists and tuples (in their order) and numpy arrays; jax arrays as they are."""
+    if isinstance(value, dict):
+        return type(value)((k, _fresh(v)) for k, v in value.items())
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*map(_fresh, value))
+    if isinstance(value, list | tuple):
+        return type(value)(map(_fresh, value))
+    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def shared(fn):
@@ -66,7 +73,7 @@ def shared(fn):
     def call(*args, **kwargs):
         precision = (bool(jax.config.read("jax_enable_x64")), brainstate.environ.get_precision())
         value = cached(precision, *args, **kwargs)
-        return jax.tree.map(_fresh, value)
+        return _fresh(value)
 
     call.cache_clear = cached.cache_clear
     return call
