@@ -14,7 +14,13 @@ import pytest
 import etp_viz
 import etp_viz.nn as nn
 from tests.learn import bypass_models as bm
-from tests.learn.helpers import multi_step_gradients, online_gradients, sequence_loss, step_loss
+from tests.learn.helpers import (
+    multi_step_gradients,
+    online_gradients,
+    sequence_loss,
+    shared,
+    step_loss,
+)
 from tests.oracles import (
     assert_tree_allclose,
     bptt_gradients,
@@ -102,11 +108,17 @@ def test_stacked_top_layer_reading_an_old_state_equals_bptt(x64, read_lower):
         assert all(float(jnp.abs(online[p]["weight"]).max()) == 0.0 for p in lower)
 
 
+@shared
+def _spiking_bptt(steps):
+    """BPTT on a fresh spiking cell over ``steps`` inputs: the oracle of both learners below."""
+    return bptt_gradients(bm.build(bm.SpikingCell), bm.inputs(steps), sequence_loss)
+
+
 @pytest.mark.parametrize("make", ALGORITHMS)
 def test_multi_step_whole_sequence_from_a_fresh_state_equals_bptt(x64, make):
     model = bm.build(bm.SpikingCell)
     xs = bm.inputs(8)
-    expected = bptt_gradients(model, xs, sequence_loss)
+    expected = _spiking_bptt(8)
     got = multi_step_gradients(_compiled(make, model, xs[0], vjp_method="multi-step"), xs)
     assert_tree_allclose(got, expected, RTOL)
 

@@ -16,7 +16,7 @@ import pytest
 import etp_viz
 from etp_viz.learn.influence.learner import StepGraph
 from tests.learn import archs, influence_models
-from tests.learn.helpers import online_gradients, step_loss
+from tests.learn.helpers import online_gradients, shared, step_loss
 from tests.oracles import bptt_gradients
 
 ARCHS = [
@@ -51,15 +51,26 @@ def rel_error(got: dict, expected: dict) -> float:
     return float(np.sqrt(num / den))
 
 
-def leaf_errors(make, arch) -> tuple:
-    """``(learner, {dotted leaf path: relative error})`` of one fresh online run vs BPTT."""
-    from etp_viz.compiler.dataflow import leaf_name
+@shared
+def bptt_of(arch):
+    """BPTT's gradient of the summed loss on ``arch`` over STEPS: the oracle of every learner
+    run on it below (many per architecture), computed once per architecture."""
+    xs = archs.inputs(arch, STEPS)
+    return bptt_gradients(archs.build(arch), xs, lambda ys: sum(step_loss(y) for y in ys))
 
+
+def online_run(arch, make) -> tuple:
+    """``(learner, its online gradients, BPTT's)``: one fresh online run on ``arch``."""
     xs = archs.inputs(arch, STEPS)
     alg = make(archs.build(arch))
     alg.compile_graph(xs[0])
-    expected = bptt_gradients(archs.build(arch), xs, lambda ys: sum(step_loss(y) for y in ys))
-    got = online_gradients(alg, xs)
+    return alg, online_gradients(alg, xs), bptt_of(arch)
+
+
+def leaf_errors(got: dict, expected: dict) -> dict:
+    """``{dotted leaf path: relative error}`` of online gradients vs BPTT."""
+    from etp_viz.compiler.dataflow import leaf_name
+
     out = {}
     for path, tree in expected.items():
         for (key, t), o in zip(
@@ -69,24 +80,20 @@ def leaf_errors(make, arch) -> tuple:
             out[leaf_name(path, key)] = float(
                 np.linalg.norm(o - t) / max(np.linalg.norm(t), 1e-300)
             )
-    return alg, out
+    return out
 
 
-def check_claims_per_leaf(make, arch) -> None:
-    """Every leaf claimed exact is exact (1e-10), per leaf, on a fresh run."""
-    alg, errors = leaf_errors(make, arch)
+def check_claims_per_leaf(alg, got, expected) -> None:
+    """Every leaf claimed exact is exact (1e-10), per leaf, on the run ``online_run`` gave."""
     claims = alg.graph.gradient_claims(alg)
-    for key, err in errors.items():
+    for key, err in leaf_errors(got, expected).items():
         if claims[key].kind == "exact":
             assert err < 1e-10, (key, err)
 
 
 def run(arch, make):
-    xs = archs.inputs(arch, STEPS)
-    expected = bptt_gradients(archs.build(arch), xs, lambda ys: sum(step_loss(y) for y in ys))
-    alg = make(archs.build(arch))
-    alg.compile_graph(xs[0])
-    return alg, rel_error(online_gradients(alg, xs), expected)
+    alg, got, expected = online_run(arch, make)
+    return alg, rel_error(got, expected)
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: a.describe())
@@ -127,7 +134,8 @@ def test_snap_is_exact_from_the_coupling_depth_on(arch, x64):
     probe.compile_graph(archs.inputs(arch, 1)[0])
     depth = probe.depth
     for n in range(1, depth + 2):
-        alg, err = run(arch, lambda m, n=n: etp_viz.SnAp(m, n))
+        alg, got, expected = online_run(arch, lambda m, n=n: etp_viz.SnAp(m, n))
+        err = rel_error(got, expected)
         kinds = {c.kind for c in alg.graph.gradient_claims(alg).values()}
         if n >= depth:
             assert alg.exact and kinds == {"exact"} and err < 1e-10, (n, err)
@@ -135,7 +143,7 @@ def test_snap_is_exact_from_the_coupling_depth_on(arch, x64):
             # below the depth some leaf loses terms: approximate, or none where SnAp's mask
             # keeps nothing the output reads (a stack reading the lower layer's old state)
             assert not alg.exact and kinds - {"exact"} and err > 1e-6, (n, err)
-            check_claims_per_leaf(lambda m, n=n: etp_viz.SnAp(m, n), arch)
+            check_claims_per_leaf(alg, got, expected)  # (per leaf, on the same run)
 
 
 def test_snap2_is_rtrl_on_a_dense_single_layer_rnn(x64):
@@ -149,7 +157,7 @@ def test_uoro_is_unbiased(x64):
     arch = ARCHS[0]
     xs = archs.inputs(arch, STEPS)
     model = archs.build(arch)
-    expected = bptt_gradients(model, xs, lambda ys: sum(step_loss(y) for y in ys))
+    expected = bptt_of(arch)
     alg = etp_viz.UORO(model)
     alg.compile_graph(xs[0])
     start = {k: s.value for k, s in brainstate.graph.states(model).items()}
@@ -210,15 +218,15 @@ def test_ostl_recurrent_is_exact_for_one_layer_and_says_so_for_a_stack(x64):
     alg, err = run(ARCHS[0], etp_viz.OSTLRecurrent)
     assert alg.exact and err < 1e-10
     assert {c.kind for c in alg.graph.gradient_claims(alg).values()} == {"exact"}
-    alg, err = run(ARCHS[2], etp_viz.OSTLRecurrent)
+    alg, got, expected = online_run(ARCHS[2], etp_viz.OSTLRecurrent)
     claims = alg.graph.gradient_claims(alg)
-    assert not alg.exact and err > 1e-6
+    assert not alg.exact and rel_error(got, expected) > 1e-6
     # per leaf: the first layer's weights lose their cross-layer future; the last layer's,
     # whose influence stays in their own layer, and the readout are exact
     assert claims["layers.0.Wcat"].kind == "approximate"
     assert "own layer" in claims["layers.0.Wcat"].reason
     assert claims["Wo"].kind == "exact" and claims["layers.1.Win"].kind == "exact"
-    check_claims_per_leaf(etp_viz.OSTLRecurrent, ARCHS[2])
+    check_claims_per_leaf(alg, got, expected)  # (per leaf, on the same run)
 
 
 def test_ostl_feedforward_is_the_factorised_trace(x64):
@@ -236,16 +244,25 @@ def test_ostl_feedforward_is_the_factorised_trace(x64):
 
 
 # -- issue 23: stacks, gathers, sparse layers, SnAp's same-step mask, loops -------------------
+@shared
+def true_gradients(name: str, steps: int) -> dict:
+    """The oracle of ``model_errors`` on ``influence_models``' ``name``: every learner run on
+    the model shares it (computed once per model and length)."""
+    from tests.oracles import rtrl_gradients
+
+    _, xs = influence_models.example(name, steps)
+    oracle = rtrl_gradients if name == "while" else bptt_gradients
+    return oracle(influence_models.build(name), xs, lambda ys: sum(step_loss(y) for y in ys))
+
+
 def model_errors(alg, name: str, steps: int = STEPS) -> dict:
     """``{dotted leaf path: relative error}`` of ``alg`` (built on ``influence_models``'
     ``name``) against the true gradient of the summed loss (BPTT; forward-mode RTRL for a
     ``while_loop``, which has no reverse mode), float64."""
     from etp_viz.compiler.dataflow import leaf_name
-    from tests.oracles import rtrl_gradients
 
     x0, xs = influence_models.example(name, steps)
-    oracle = rtrl_gradients if name == "while" else bptt_gradients
-    expected = oracle(alg.model, xs, lambda ys: sum(step_loss(y) for y in ys))
+    expected = true_gradients(name, steps)  # of a fresh ``influence_models.build(name)``
     alg.compile_graph(x0)
     got = online_gradients(alg, xs)
     out = {}

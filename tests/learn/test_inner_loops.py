@@ -18,7 +18,7 @@ import pytest
 
 import etp_viz
 from tests.compiler.loop_models import WHILE_SHAPES, build, inputs
-from tests.learn.helpers import online_gradients, step_loss
+from tests.learn.helpers import online_gradients, shared, step_loss
 from tests.oracles import bptt_gradients, relative_error
 
 T = 6
@@ -37,6 +37,14 @@ def _online(model, xs, algorithm, *args):
     return grads, claims
 
 
+# every (loop shape, learner, recurrence) run once for the module: the twin's is the oracle of
+# all the loop shapes, and a loop's run serves the exact-claim tests below too
+@shared
+def _learned(loop, algorithm, args, recurrence):
+    """``_online`` on a fresh ``build(loop, recurrence)`` over ``inputs(T)``."""
+    return _online(build(loop, recurrence=recurrence), inputs(T), algorithm, *args)
+
+
 def _max_difference(got, want):
     assert set(got) == set(want)
     return max(float(jnp.max(jnp.abs(got[k] - want[k]))) for k in got)
@@ -48,9 +56,8 @@ def _max_difference(got, want):
 )
 @pytest.mark.parametrize("loop", LOOPS)
 def test_online_gradients_equal_the_hand_unrolled_twins(x64, loop, algorithm, args, recurrence):
-    xs = inputs(T)
-    got, claims = _online(build(loop, recurrence=recurrence), xs, algorithm, *args)
-    want, twin_claims = _online(build("twin", recurrence=recurrence), xs, algorithm, *args)
+    got, claims = _learned(loop, algorithm, args, recurrence)
+    want, twin_claims = _learned("twin", algorithm, args, recurrence)
     assert claims == twin_claims
     assert _max_difference(got, want) <= TWIN_ATOL
     assert max(float(jnp.max(jnp.abs(g))) for g in got.values()) > 1e-3  # the case can tell
@@ -61,7 +68,7 @@ def test_d_rtrl_equals_bptt_where_the_claim_is_exact(x64, loop):
     model = build(loop, recurrence="diagonal")
     xs = inputs(T)
     want = bptt_gradients(model, xs, lambda ys: jnp.sum(ys**2))
-    got, claims = _online(model, xs, "D_RTRL")
+    got, claims = _learned(loop, "D_RTRL", (), "diagonal")
     assert claims == {"W_in": "exact", "tau": "exact"}
     for path in (("W_in",), ("tau",)):
         assert relative_error(got[path], want[path]) <= EXACT_RTOL, path
@@ -71,7 +78,7 @@ def test_dense_recurrence_in_the_loop_is_approximate_and_said_so(x64):
     model = build("fori", recurrence="dense")
     xs = inputs(T)
     want = bptt_gradients(model, xs, lambda ys: jnp.sum(ys**2))
-    got, claims = _online(model, xs, "D_RTRL")
+    got, claims = _learned("fori", "D_RTRL", (), "dense")
     assert set(claims.values()) == {"approximate"}
     error = relative_error(got[("W_rec",)], want[("W_rec",)])
     assert 1e-6 < error < 1.0

@@ -22,7 +22,7 @@ from jax.flatten_util import ravel_pytree
 import etp_viz
 from etp_viz.learn import TruncatedBPTT
 from tests.learn import archs
-from tests.learn.helpers import step_loss
+from tests.learn.helpers import shared, step_loss
 from tests.oracles import PureModel, bptt_gradients, relative_error
 
 T = 7
@@ -154,12 +154,32 @@ def summed(grads):
     return jax.tree.map(lambda *g: sum(g), *grads)
 
 
+# -- oracles and references that several tests compute on the same model and inputs, once each
+@shared
+def bptt_of(name):
+    """BPTT's gradient of the summed step loss on ``build(name)``."""
+    model, xs = build(name)
+    return bptt_gradients(model, xs, lambda ys: sum(step_loss(y) for y in ys))
+
+
+@shared
+def window_oracle(name, window):
+    """``oracle_gradients`` on ``build(name)`` with θ fixed."""
+    return oracle_gradients(*build(name), window)
+
+
+@shared
+def learned_per_step(name, window):
+    """The learner's per-step gradients on ``build(name)`` with θ fixed (the full loss)."""
+    return learner_gradients(*build(name), window)[1]
+
+
 # -- (a) the whole sequence in the window: BPTT ------------------------------------------------
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("extra", [0, 3])
 def test_full_window_sums_to_bptt(name, extra, x64):
     model, xs = build(name)
-    expected = bptt_gradients(model, xs, lambda ys: sum(step_loss(y) for y in ys))
+    expected = bptt_of(name)
     _, grads = learner_gradients(model, xs, T + extra, loss=lambda y, h: step_loss(y))
     err = relative_error(summed(grads), expected)
     assert err < 1e-10, err
@@ -168,7 +188,7 @@ def test_full_window_sums_to_bptt(name, extra, x64):
 def test_a_short_window_is_not_bptt(x64):
     """The truncation is real: W = 2 < T differs from BPTT on a recurrent model."""
     model, xs = build("rnn")
-    expected = bptt_gradients(model, xs, lambda ys: sum(step_loss(y) for y in ys))
+    expected = bptt_of("rnn")
     _, grads = learner_gradients(model, xs, 2, loss=lambda y, h: step_loss(y))
     assert relative_error(summed(grads), expected) > 1e-4
 
@@ -177,9 +197,8 @@ def test_a_short_window_is_not_bptt(x64):
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("window", [1, 3])
 def test_each_step_is_its_window_unrolled(name, window, x64):
-    model, xs = build(name)
-    expected = oracle_gradients(model, xs, window)
-    _, got = learner_gradients(model, xs, window)
+    expected = window_oracle(name, window)
+    got = learned_per_step(name, window)
     errors = [relative_error(g, e) for g, e in zip(got, expected)]
     assert max(errors) < 1e-10, errors
 
@@ -195,8 +214,7 @@ def test_the_window_is_rerun_with_the_current_parameters(name, x64):
     errors = [relative_error(g, e) for g, e in zip(got, expected)]
     assert max(errors) < 1e-10, errors
     # the parameters did move: the last step's gradient is not the fixed-θ one
-    model, xs = build(name)
-    fixed = oracle_gradients(model, xs, 3)
+    fixed = window_oracle(name, 3)
     assert relative_error(got[-1], fixed[-1]) > 1e-4
 
 
@@ -246,8 +264,7 @@ def test_outputs_and_states_are_the_models(name, x64):
 # -- (d) one compilation, and inside a scan ----------------------------------------------------
 def test_one_compilation_and_a_scan(x64):
     window = 3
-    model, xs = build("gru")
-    _, per_step = learner_gradients(model, xs, window)
+    per_step = learned_per_step("gru", window)  # (also test_each_step_is_its_window_unrolled's)
 
     model, xs = build("gru")
     alg = TruncatedBPTT(model, window=window)

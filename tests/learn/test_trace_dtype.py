@@ -21,7 +21,7 @@ import pytest
 import etp_viz
 import etp_viz.nn as nn
 from tests.learn import models
-from tests.learn.helpers import online_gradients, sequence_loss
+from tests.learn.helpers import online_gradients, sequence_loss, shared
 from tests.oracles import assert_tree_allclose, bptt_gradients, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -52,14 +52,32 @@ LEARNERS = {
 }
 
 
-def _online(name: str, learner: str, trace_dtype, batch: int = 2, bptt: bool = False):
-    """``(model, xs, learner, online gradients, BPTT gradients from the same start or None)``."""
+def _model(name: str, batch: int = 2):
     model = models.build(MODELS[name], batch_size=batch)
-    xs = SCALE.get(name, 1.0) * models.inputs(model, STEPS, batch)
-    expected = bptt_gradients(model, xs, sequence_loss) if bptt else None
+    return model, SCALE.get(name, 1.0) * models.inputs(model, STEPS, batch)
+
+
+def _online(name: str, learner: str, trace_dtype):
+    """``(model, xs, learner, online gradients)``."""
+    model, xs = _model(name)
     alg = LEARNERS[learner](model, trace_dtype=trace_dtype)
     alg.compile_graph(xs[0])
-    return model, xs, alg, online_gradients(alg, xs), expected
+    return model, xs, alg, online_gradients(alg, xs)
+
+
+# the D-RTRL runs of the fidelity test are those of the bf16-vs-f32 test: each (model, learner,
+# trace dtype) run once for the module; the learner's stored traces are kept beside
+@shared
+def _gradients(name: str, learner: str, trace_dtype):
+    """``(online gradients, the stored traces after the run)`` of a fresh model."""
+    _, _, alg, got = _online(name, learner, trace_dtype)
+    return got, alg.etrace.value
+
+
+@shared
+def _bptt(name: str):
+    """BPTT's gradients on the fresh model (the learners' start)."""
+    return bptt_gradients(*_model(name), sequence_loss)
 
 
 def _float_leaves(tree) -> list:
@@ -69,21 +87,21 @@ def _float_leaves(tree) -> list:
 @pytest.mark.parametrize("learner", sorted(LEARNERS))
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_bf16_traces_equal_f32_traces_to_bf16_rounding(name, learner):
-    _, _, reference, expected, _ = _online(name, learner, None)
-    _, _, alg, got, _ = _online(name, learner, jnp.bfloat16)
-    assert {leaf.dtype for leaf in _float_leaves(reference.etrace.value)} == {jnp.dtype("float32")}
-    assert {leaf.dtype for leaf in _float_leaves(alg.etrace.value)} == {jnp.dtype("bfloat16")}
+    expected, reference = _gradients(name, learner, None)
+    got, traces = _gradients(name, learner, jnp.bfloat16)
+    assert {leaf.dtype for leaf in _float_leaves(reference)} == {jnp.dtype("float32")}
+    assert {leaf.dtype for leaf in _float_leaves(traces)} == {jnp.dtype("bfloat16")}
     # the gradients keep the weights' dtype: only the stored traces are narrow
     assert {leaf.dtype for leaf in jax.tree.leaves(got)} == {jnp.dtype("float32")}
     assert any(np.any(np.asarray(leaf) != 0) for leaf in jax.tree.leaves(expected))
     assert_tree_allclose(got, expected, rtol=RTOL)
     # and the traces themselves: the bf16 ones are the f32 ones, rounded (a few eps)
-    for a, e in zip(_float_leaves(alg.etrace.value), _float_leaves(reference.etrace.value)):
+    for a, e in zip(_float_leaves(traces), _float_leaves(reference)):
         assert relative_error(a, e) <= RTOL
 
 
 def test_stored_traces_stay_bf16_through_steps_and_resets():
-    model, xs, alg, _, _ = _online("gru", "d_rtrl", "bfloat16")
+    model, xs, alg, _ = _online("gru", "d_rtrl", "bfloat16")
     alg.reset_traces()
     assert {leaf.dtype for leaf in jax.tree.leaves(alg.etrace.value)} == {jnp.dtype("bfloat16")}
     alg.reset_state()
@@ -125,7 +143,8 @@ def test_bf16_fidelity_against_bptt_is_reported(name):
     the relative error is bf16 rounding; elsewhere it moves by no more than that rounding."""
     errors = {}
     for dtype in (None, jnp.bfloat16):
-        _, _, _, got, expected = _online(name, "d_rtrl", dtype, bptt=True)
+        got, _ = _gradients(name, "d_rtrl", dtype)
+        expected = _bptt(name)
         # the weights the learner learns (GRU's Wr is not learned: its online gradient is 0)
         got = {
             p: v

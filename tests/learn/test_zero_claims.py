@@ -26,7 +26,7 @@ import etp_viz
 import etp_viz.testing
 from etp_viz.learn.registry import build_learner
 from tests.learn import archs
-from tests.learn.helpers import multi_step_gradients, online_gradients, step_loss
+from tests.learn.helpers import multi_step_gradients, online_gradients, shared, step_loss
 from tests.learn.test_claims_property import leaf_errors
 from tests.learn.test_truth import WeightNorm
 from tests.oracles import bptt_gradients
@@ -130,19 +130,29 @@ class Threshold(brainstate.nn.Module):
         return etp_viz.matmul(self.h.value, self.Wo.value)
 
 
+def _threshold():
+    model = Threshold()
+    brainstate.nn.init_all_states(model)
+    return model, jnp.asarray(np.random.default_rng(1).standard_normal((4, 3)))
+
+
+@shared
+def _threshold_bptt():
+    """The oracle of the three learners below: once for the module."""
+    return summed_bptt(*_threshold())
+
+
 @pytest.mark.parametrize("learner", ["rtrl", "uoro", "tbptt"])
 def test_every_influence_learner_claims_none_for_a_weight_without_a_derivative(x64, learner):
     """The same rule for RTRL, UORO (whose rank-1 estimate is otherwise dense: every entry
     that reaches a state gets a noisy non-zero) and truncated BPTT."""
-    xs = jnp.asarray(np.random.default_rng(1).standard_normal((4, 3)))
-    model = Threshold()
-    brainstate.nn.init_all_states(model)
+    model, xs = _threshold()
     alg = build_learner(model, learner)
     alg.compile_graph(xs[0])
     claims = alg.gradient_claims()
     assert claims["thr"].kind == "none" and "zero by structure" in claims["thr"].reason
     assert claims["W"].kind != "none"
-    errors = leaf_errors(summed_bptt(model, xs), online_gradients(alg, xs, jit=False))
+    errors = leaf_errors(_threshold_bptt(), online_gradients(alg, xs, jit=False))
     assert errors["thr"][1:] == (0.0, 0.0) and errors["W"][1] > 0.0
     assert_sound(claims, errors, f"[{learner}]: ")
 
@@ -164,10 +174,12 @@ def test_truncated_bptt_of_one_step_claims_none_where_the_output_reads_the_old_s
 # -- 2. e-prop's claims from its own learning signal ----------------------------------------
 def test_random_feedback_eprop_does_not_claim_a_weight_normalised_gain_exact(x64):
     xs = jnp.asarray(np.random.default_rng(2).standard_normal((6, 3)))
+    expected = None
     for feedback in ("symmetric", "random"):
         model = WeightNorm()
         brainstate.nn.init_all_states(model)
-        expected = summed_bptt(model, xs)
+        if expected is None:  # both learn the same fresh model: one BPTT
+            expected = summed_bptt(model, xs)
         alg = etp_viz.EProp(model, feedback=feedback)
         alg.compile_graph(xs[0])
         claims = alg.graph.gradient_claims(alg)
@@ -237,6 +249,13 @@ MULTI = {
 }
 
 
+@shared
+def _multi_bptt(name):
+    """BPTT on ``MULTI[name]``: the plain bias's is the oracle of both learners."""
+    build, inputs, _ = MULTI[name]
+    return summed_bptt(build(), inputs())
+
+
 @pytest.mark.parametrize(
     ("name", "algorithm"),
     [(name, "d_rtrl") for name in MULTI] + [("a plain bias beside an ETP weight", "es_d_rtrl")],
@@ -244,7 +263,7 @@ MULTI = {
 def test_multi_step_zeroes_every_none_leaf(x64, name, algorithm):
     build, inputs, nones = MULTI[name]
     xs = inputs()
-    expected = summed_bptt(build(), xs)
+    expected = _multi_bptt(name)
     model = build()
     cls = {"d_rtrl": etp_viz.D_RTRL, "es_d_rtrl": etp_viz.ES_D_RTRL}[algorithm]
     alg = cls(model, vjp_method="multi-step")
@@ -314,21 +333,31 @@ def f64():
         yield
 
 
+def _conv_norm(norm):
+    model = ConvNormIF(norm)
+    brainstate.nn.init_all_states(model, batch_size=2)
+    return model
+
+
+def _conv_inputs():
+    return jnp.asarray(np.random.default_rng(1).standard_normal((STEPS, 2, 6, 2)))
+
+
+@shared
+def _conv_norm_bptt(norm):
+    """BPTT on ``ConvNormIF(norm)``: the oracle of both learners."""
+    return summed_bptt(_conv_norm(norm), _conv_inputs())
+
+
 @pytest.mark.parametrize("norm", ["brainstate", "hand", "shifted"])
 @pytest.mark.parametrize("algorithm", ["d_rtrl", "es_d_rtrl"])
 def test_a_layer_normalised_conv_gets_none_by_structure(x64, f64, norm, algorithm):
     """The tail ``y -> v`` is a layer norm: ``D_f = (dv/dy) 1 = 0`` for every input, so the
     conv's trace stays 0 (BPTT's gradient is not 0). The compiler proves it on the tail's
     JVP and says so; the same tail plus a non-invariant term stays approximate."""
-    xs = jnp.asarray(np.random.default_rng(1).standard_normal((STEPS, 2, 6, 2)))
-
-    def build():
-        model = ConvNormIF(norm)
-        brainstate.nn.init_all_states(model, batch_size=2)
-        return model
-
-    expected = summed_bptt(build(), xs)
-    model = build()
+    xs = _conv_inputs()
+    expected = _conv_norm_bptt(norm)
+    model = _conv_norm(norm)
     alg = (etp_viz.D_RTRL if algorithm == "d_rtrl" else etp_viz.ES_D_RTRL)(model)
     alg.compile_graph(xs[0])
     claims = alg.graph.gradient_claims(algorithm)
