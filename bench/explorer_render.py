@@ -237,7 +237,8 @@ GESTURE = """async ([kind, frames, maxMs, settleMs]) => {
   const lo = new MutationObserver((m) => { for (const r of m) {
     if ((r.oldValue || '').includes('will-change') && !layer.style.willChange) ends += 1;
     if (getComputedStyle(layer).transform === 'none') none += 1; } });
-  if (layer) lo.observe(layer, {attributes: true, attributeFilter: ['style'], attributeOldValue: true});
+  if (layer) lo.observe(layer, {attributes: true, attributeFilter: ['style'],
+    attributeOldValue: true});
   const loafs = []; let po = null;
   try { po = new PerformanceObserver((l) => { for (const e of l.getEntries()) loafs.push(e); });
     po.observe({type: 'long-animation-frame'}); } catch (e) { po = null; }
@@ -259,7 +260,8 @@ GESTURE = """async ([kind, frames, maxMs, settleMs]) => {
   if (kind === 'drag') pane.dispatchEvent(new PointerEvent('pointerup',
     {bubbles: true, button: 0, clientX: x, clientY: y, pointerId: 1, isPrimary: true}));
   await new Promise((done) => setTimeout(done, settleMs)); await frame();
-  mo.disconnect(); lo.disconnect(); if (po) { for (const e of po.takeRecords()) loafs.push(e); po.disconnect(); }
+  mo.disconnect(); lo.disconnect();
+  if (po) { for (const e of po.takeRecords()) loafs.push(e); po.disconnect(); }
   const gaps = []; for (let i = 1; i < times.length; i++) gaps.push(times[i] - times[i - 1]);
   gaps.sort((a, b) => a - b);
   const q = (p) => gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))];

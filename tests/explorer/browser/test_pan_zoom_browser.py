@@ -186,7 +186,8 @@ WATCH_RENDERS = """() => { const view = window.etpEl.etpExplorer.view; const lay
     } else if (r.attributeName === 'viewBox') c.viewBox += 1; else c.svgClass += 1; } });
   window.renderObserver.observe(layer, {attributes: true, attributeFilter: ['style'],
     attributeOldValue: true});
-  window.renderObserver.observe(view.svg, {attributes: true, attributeFilter: ['viewBox', 'class']}); }"""
+  window.renderObserver.observe(view.svg, {attributes: true,
+    attributeFilter: ['viewBox', 'class']}); }"""
 #: JS: a wheel gesture of `n` events, one per animation frame (as Chromium hands wheel events to
 #: a page), each frame made `slowMs` long after its event (a loaded machine or a big graph's
 #: raster: longer than the gesture's end delay, view.js GESTURE_END_MS)
@@ -195,7 +196,8 @@ SLOW_WHEEL = """async ([n, slowMs, x, y]) => { const pane = window.etpEl.etpExpl
   for (let i = 0; i < n; i++) { await frame();
     pane.dispatchEvent(new WheelEvent('wheel', {bubbles: true, cancelable: true, clientX: x,
       clientY: y, deltaMode: 0, deltaY: -40}));
-    const until = performance.now() + slowMs; while (performance.now() < until) { /* busy */ } } }"""
+    const until = performance.now() + slowMs;
+    while (performance.now() < until) { /* busy */ } } }"""
 
 
 def test_a_wheel_gesture_renders_the_graph_once_at_its_end(harness, stacked_state):
@@ -210,9 +212,9 @@ def test_a_wheel_gesture_renders_the_graph_once_at_its_end(harness, stacked_stat
     p.wait_for_function("!document.querySelector('.etp-graph-pane svg.etp-building')")
     p.click("[data-action='fit']")
     fitted = p.evaluate(VIEW)
-    assert p.evaluate(
-        "getComputedStyle(window.etpEl.etpExplorer.view.layer).transform"
-    ) != "none", fitted
+    assert (
+        p.evaluate("getComputedStyle(window.etpEl.etpExplorer.view.layer).transform") != "none"
+    ), fitted
     p.evaluate(WATCH_RENDERS)
     pane = p.evaluate("window.etpEl.etpExplorer.view.container.getBoundingClientRect().toJSON()")
     at = [pane["x"] + pane["width"] * 0.4, pane["y"] + pane["height"] * 0.6]
@@ -226,10 +228,16 @@ def test_a_wheel_gesture_renders_the_graph_once_at_its_end(harness, stacked_stat
     s0 = min(pane["width"] / fitted["box"]["w"], pane["height"] / fitted["box"]["h"])
     s1 = min(pane["width"] / zoomed["box"]["w"], pane["height"] / zoomed["box"]["h"])
     for axis, size, i in (("x", "width", 0), ("y", "height", 1)):
-        before = fitted["box"][axis] + fitted["box"]["w" if axis == "x" else "h"] / 2 + (
-            at[i] - pane[axis] - pane[size] / 2) / s0
-        after = zoomed["box"][axis] + zoomed["box"]["w" if axis == "x" else "h"] / 2 + (
-            at[i] - pane[axis] - pane[size] / 2) / s1
+        before = (
+            fitted["box"][axis]
+            + fitted["box"]["w" if axis == "x" else "h"] / 2
+            + (at[i] - pane[axis] - pane[size] / 2) / s0
+        )
+        after = (
+            zoomed["box"][axis]
+            + zoomed["box"]["w" if axis == "x" else "h"] / 2
+            + (at[i] - pane[axis] - pane[size] / 2) / s1
+        )
         # px on screen (about 2 px of drift over the 20 steps)
         assert abs(after - before) * s1 < 3.0, (axis, before, after, s1)
     assert p.evaluate(MISPLACED)["bad"] == []
