@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import brainstate
@@ -182,7 +181,7 @@ class MemoryPlan:
 def plan(
     model: Any,
     x: Any,
-    algorithm: str | Sequence[str] = DEFAULT_LEARNER,
+    algorithm: Any = DEFAULT_LEARNER,
     T: int = 100,
     batch: int | None = None,
     device: Any = None,
@@ -196,9 +195,12 @@ def plan(
         The model, states initialised (left untouched: a different ``batch`` plans on a copy).
     x : array
         One step's input (batched as the model's states are).
-    algorithm : str or sequence of str
-        Learner names (``etp_viz.learn.registry``: ``"d_rtrl"``, ``"es_d_rtrl"``, ``"rtrl"``,
-        ...), ``"bptt"`` for full BPTT over ``T`` steps, or ``"all"``.
+    algorithm : str, class, callable, or a sequence of them
+        Learners in the forms every entry point takes (:func:`etp_viz.learn.registry.resolve`):
+        a name (``"d_rtrl"``, ``"es_d_rtrl"``, ``"rtrl"``, ...; ``"bptt"`` here is full BPTT
+        over ``T`` steps), a learner class or a factory ``model -> learner``; or ``"all"``.
+        A built learner is refused (planning builds and compiles the learner: pass its name,
+        class or a factory). A row is named by the learner's registered name, else its class.
     T : int
         The sequence length (BPTT keeps every step's activations; the online learners do not
         depend on it).
@@ -207,7 +209,8 @@ def plan(
     device : jax.Device, optional
         The device whose memory decides ``fits`` (default: ``jax.devices()[0]``).
     **options
-        Learner options where a learner takes them, e.g. ``trace_dtype=jnp.bfloat16``.
+        Learner options where a learner given by name takes them, e.g.
+        ``trace_dtype=jnp.bfloat16`` (a class or a factory is called as given).
 
     Returns
     -------
@@ -220,15 +223,15 @@ def plan(
     >>> report.fitting()                                            # doctest: +SKIP
     ('d_rtrl', 'es_d_rtrl', 'eprop', 'snap1', 'uoro')
     """
-    names = _algorithm_names(algorithm)
+    entries = _algorithm_entries(algorithm)
     if int(T) < 1:
         raise ValueError(f"T must be a positive number of steps, got {T!r}")
     model, x = _with_batch(model, x, batch)
     device = jax.devices()[0] if device is None else device
     device_bytes, source = device_memory(device)
     rows = []
-    for name in names:
-        row = _plan_one(model, x, name, int(T), options)
+    for entry in entries:
+        row = _plan_one(model, x, entry, int(T), options)
         fits = None if device_bytes is None or row.unknown else row.total <= device_bytes
         rows.append(dataclasses.replace(row, fits=fits))
     return MemoryPlan(tuple(rows), int(T), _batch_of(x), str(device), device_bytes, source)
@@ -266,14 +269,27 @@ def format_bytes(n: int) -> str:
 # -- the parts -----------------------------------------------------------------------------
 
 
-def _algorithm_names(algorithm: Any) -> tuple[str, ...]:
+def _algorithm_entries(algorithm: Any) -> tuple[Any, ...]:
+    """The learners to plan: canonical names, classes and factories, in the order given."""
     if isinstance(algorithm, str):
         # "all": every registered learner (etp_viz.learn.registry), BPTT over T included
         return learner_names() if algorithm == "all" else (canonical_name(algorithm),)
-    names = tuple(algorithm)
-    if not names or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"algorithm must be a name or a sequence of names, got {algorithm!r}")
-    return tuple(canonical_name(n) for n in names)
+    entries = tuple(algorithm) if isinstance(algorithm, (list, tuple)) else (algorithm,)
+    if not entries:
+        raise TypeError("plan(algorithm=) got an empty sequence: name at least one learner")
+    for entry in entries:
+        if isinstance(entry, brainstate.nn.Module):
+            raise TypeError(
+                f"plan(algorithm=) got a built {type(entry).__name__}: planning builds and "
+                "compiles each learner on the model it plans for, which would reset this "
+                "one's traces; pass its name, its class or a factory `model -> learner`."
+            )
+        if not (isinstance(entry, str) or callable(entry)):
+            raise TypeError(
+                "plan(algorithm=) takes learner names, classes or factories `model -> "
+                f"learner` (or a sequence of them); got {entry!r}."
+            )
+    return tuple(canonical_name(e) if isinstance(e, str) else e for e in entries)
 
 
 def _with_batch(model: Any, x: Any, batch: int | None) -> tuple[Any, Any]:
@@ -309,13 +325,14 @@ def _model_parts(model: Any, x: Any) -> tuple[int, int]:
     return weights, hidden
 
 
-def _plan_one(model: Any, x: Any, name: str, T: int, options: dict) -> AlgorithmMemory:
+def _plan_one(model: Any, x: Any, entry: Any, T: int, options: dict) -> AlgorithmMemory:
     weights, hidden = _model_parts(model, x)
+    name = entry if isinstance(entry, str) else ""
     if name == FULL_BPTT:
         activations = bptt_activation_bytes(model, x, T)
         state, detail, workspace, inputs = 0, {}, 0, _nbytes(x) * T
     else:
-        state, detail, workspace = learner_state_bytes(model, x, name, options)
+        state, detail, workspace, name = learner_state_bytes(model, x, entry, options)
         activations, inputs = 0, _nbytes(x)
     unknown = ""
     if workspace is None:
@@ -338,28 +355,32 @@ def _plan_one(model: Any, x: Any, name: str, T: int, options: dict) -> Algorithm
 
 
 def learner_state_bytes(
-    model: Any, x: Any, name: str, options: dict | None = None
-) -> tuple[int, dict, int | None]:
-    """``(bytes, {what: bytes}, workspace bytes)``: the state the learner ``name`` carries
-    between steps, read from the learner itself after compiling its graph (ETP traces by
+    model: Any, x: Any, learner: Any, options: dict | None = None
+) -> tuple[int, dict, int | None, str]:
+    """``(bytes, {what: bytes}, workspace bytes, row name)``: the state the learner (a name,
+    class or factory, built by :func:`etp_viz.learn.registry.resolve`) carries between
+    steps, read from the learner itself after compiling its graph (ETP traces by
     ``jax.eval_shape`` of its ``init_traces``, nothing allocated), and the workspace: for the
     ETP learners the per-step Jacobians its trace update consumes (:func:`etp_workspace_bytes`),
     for the others XLA's temporaries of the compiled step (:func:`compiled_step_temp`; None
     above :data:`BUILD_AT_MOST`, where the learner is not built)."""
     from .learn.etp.base import ETraceVjpAlgorithm
     from .learn.influence.algorithms import RTRL, PatternedRTRL
-    from .learn.registry import build_learner
+    from .learn.registry import name_of, resolve
 
-    alg = build_learner(model, name, **dict(options or {}))
+    # the options as defaults: used where a learner given by name takes them (a class or a
+    # factory is called as given)
+    alg = resolve(model, learner, None, where="plan(algorithm=)", **dict(options or {}))
+    name = learner if isinstance(learner, str) else name_of(alg) or type(alg).__name__
     if isinstance(alg, ETraceVjpAlgorithm):
         alg.graph_executor.compile_graph(x)
         plan_ = alg.graph_executor.plan
         shapes = jax.eval_shape(lambda: alg.init_traces(plan_))
-        return _nbytes(shapes), _trace_detail(shapes, plan_), etp_workspace_bytes(plan_)
+        return _nbytes(shapes), _trace_detail(shapes, plan_), etp_workspace_bytes(plan_), name
     if type(alg) is RTRL:
         size = _rtrl_influence_bytes(model, x)
         if size > BUILD_AT_MOST:
-            return size, {"influence (hidden x parameters)": size}, None
+            return size, {"influence (hidden x parameters)": size}, None, name
     alg.compile_graph(x)
     detail = learner_bytes(alg)
     tiles = alg.tiles if isinstance(alg, PatternedRTRL) else None
@@ -369,7 +390,7 @@ def learner_state_bytes(
             f"{alg.num_params:,} parameter entries)"
         )
         detail = {what: detail.pop("influence"), **detail}
-    return sum(detail.values()), detail, compiled_step_temp(alg, x)
+    return sum(detail.values()), detail, compiled_step_temp(alg, x), name
 
 
 def compiled_step_temp(learner: Any, x: Any) -> int:

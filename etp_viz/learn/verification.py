@@ -224,12 +224,14 @@ def verify(
         Inputs, time first: ``(T, *input_shape)``.
     ys : array, optional
         Targets, time first (``T`` of them). With ``ys``, the loss is ``loss(y_t, ys[t])``.
-    algorithm : str, class or instance
-        Any registered name (:mod:`etp_viz.learn.registry`: ``"d_rtrl"`` (default),
-        ``"es_d_rtrl"`` (``"pp_prop"``), ``"eprop"``, ``"rtrl"``, ``"snap<n>"``, ``"uoro"``,
-        ``"ostl_recurrent"``, ``"ostl_feedforward"``, ``"tbptt"``, ``"bptt"``: BPTT over the
-        whole of ``xs``, exact by construction), an algorithm class or a
-        built instance of one for this model (e.g. ``EProp(model, ...)``).
+    algorithm : str, class, callable or instance
+        Any form the registry's resolver takes (:func:`etp_viz.learn.registry.resolve`): a
+        registered name (``"d_rtrl"`` (default), ``"es_d_rtrl"`` (``"pp_prop"``), ``"eprop"``,
+        ``"rtrl"``, ``"snap<n>"``, ``"uoro"``, ``"ostl_recurrent"``, ``"ostl_feedforward"``,
+        ``"tbptt"``, ``"bptt"``: BPTT over the whole of ``xs``, exact by construction), a
+        learner class, a factory ``model -> learner`` (e.g.
+        ``functools.partial(etp_viz.EProp, feedback="random")``) or a learner built for this
+        model (e.g. ``EProp(model, ...)``).
     loss : callable, optional
         The per-step loss: ``loss(y_t)`` without targets, ``loss(y_t, target_t)`` with them.
         Default: ``mean((y - target)**2)``, or ``sum(y**2)`` without targets.
@@ -394,23 +396,14 @@ def _total_loss(loss_fn: Any, outs: Any, ys: Any) -> Any:
 
 
 def _build(model: Any, algorithm: Any, options: dict, episode: int | None = None) -> Any:
-    from .registry import build_learner
+    """The learner to verify, in any form the registry's resolver takes (a name, class,
+    factory or a learner built for ``model``)."""
+    from .registry import resolve
 
     if "decay_or_rank" in options:
         options["decay"] = options.pop("decay_or_rank")
-    if isinstance(algorithm, brainstate.nn.Module):  # a built instance
-        if options:
-            raise TypeError(
-                f"verify() got option(s) {sorted(options)} for a built algorithm instance; "
-                "pass them when building it"
-            )
-        if not isinstance(algorithm, OnlineLearner) or algorithm.model is not model:
-            raise ValueError("the algorithm instance was built for another model")
-        return algorithm
-    if isinstance(algorithm, type):
-        return algorithm(model, **options)
     # "bptt" is BPTT over an episode: verify's inputs are one episode
-    return build_learner(model, str(algorithm), options, episode=episode)
+    return resolve(model, algorithm, options, where="verify(algorithm=)", episode=episode)
 
 
 def _online_gradients(

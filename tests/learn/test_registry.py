@@ -156,6 +156,34 @@ def test_one_resolver_takes_a_name_class_factory_or_instance():
     assert resolve(model, "es_d_rtrl", decay=0.3).alpha_f == pytest.approx(0.3)
 
 
+def test_verify_and_plan_take_the_forms_the_resolver_takes():
+    """verify and plan go through the one resolver: a class, a factory and (verify) a built
+    learner give what the name gives; plan refuses a built learner, saying what to pass."""
+    import functools
+
+    xs = jnp.asarray(np.random.default_rng(1).normal(size=(3, 3)), jnp.float32)
+    by_name = etp_viz.verify(_model(), xs, algorithm="es_d_rtrl", decay_or_rank=0.5)
+    model = _model()
+    forms = [
+        functools.partial(etp_viz.ES_D_RTRL, decay_or_rank=0.5),
+        lambda m: etp_viz.ES_D_RTRL(m, decay_or_rank=0.5),
+        etp_viz.ES_D_RTRL(model, decay_or_rank=0.5),
+    ]
+    for form in forms:
+        report = etp_viz.verify(model, xs, algorithm=form)
+        for got, want in zip(report.rows, by_name.rows, strict=True):
+            assert (got.path, got.claim) == (want.path, want.claim), form
+            np.testing.assert_allclose(got.cosine, want.cosine, rtol=1e-6, equal_nan=True)
+
+    planned = etp_viz.plan(model, xs[0], algorithm=["snap2", etp_viz.RTRL], T=10)
+    again = etp_viz.plan(model, xs[0], algorithm=(functools.partial(etp_viz.SnAp, n=2), "rtrl"))
+    assert [r.algorithm for r in again.rows] == ["snap2", "rtrl"]
+    assert [r.algorithm for r in planned.rows] == ["snap2", "rtrl"]
+    assert [r.learner_state for r in again.rows] == [r.learner_state for r in planned.rows]
+    with pytest.raises(TypeError, match="pass its name, its class or a factory"):
+        etp_viz.plan(model, xs[0], algorithm=etp_viz.D_RTRL(model))
+
+
 def test_the_resolver_says_what_it_refuses():
     from etp_viz.learn.registry import resolve
 
