@@ -40,10 +40,11 @@ built=0
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ -n "$missing_extra" ]; then
   wanted="$(printf '%s\n' ${EXTRAS//,/ } ${installed//,/ } | sort -u | paste -sd, -)"
   echo "setup: installing etp_viz[$wanted] into $VENV"
-  # pip's build of the package builds the front end (setup.py), once. --no-compile: pip would
-  # byte-compile every installed module (half of a fresh install's time: 39 -> 20 s on the
-  # 2-core machine); Python compiles the modules a run imports, once, when it first imports them
-  ETP_VIZ_SKIP_JS="$skip_js" "$VENV/bin/python" -m pip install -q --no-compile -e ".[$wanted]"
+  # pip's build of the package builds the front end (setup.py), once. pip byte-compiles every
+  # installed module (half of a fresh install's time): keep it, a machine with
+  # PYTHONDONTWRITEBYTECODE=1 would otherwise compile jax & co. from source in every process
+  # (`--no-compile` cost the suite ~140 s for the ~19 s it saved: docs/development.md)
+  ETP_VIZ_SKIP_JS="$skip_js" "$VENV/bin/python" -m pip install -q -e ".[$wanted]"
   echo "$wanted" > "$stamp"
   built=1
 fi
