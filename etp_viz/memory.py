@@ -58,6 +58,7 @@ from .learn.registry import (
     canonical_name,
     learner_bytes,
     learner_names,
+    unbuilt_learner,
 )
 
 __all__ = ["AlgorithmMemory", "MemoryPlan", "plan"]
@@ -277,18 +278,9 @@ def _algorithm_entries(algorithm: Any) -> tuple[Any, ...]:
     entries = tuple(algorithm) if isinstance(algorithm, (list, tuple)) else (algorithm,)
     if not entries:
         raise TypeError("plan(algorithm=) got an empty sequence: name at least one learner")
+    why = "planning builds and compiles each learner, which would reset this one's traces"
     for entry in entries:
-        if isinstance(entry, brainstate.nn.Module):
-            raise TypeError(
-                f"plan(algorithm=) got a built {type(entry).__name__}: planning builds and "
-                "compiles each learner on the model it plans for, which would reset this "
-                "one's traces; pass its name, its class or a factory `model -> learner`."
-            )
-        if not (isinstance(entry, str) or callable(entry)):
-            raise TypeError(
-                "plan(algorithm=) takes learner names, classes or factories `model -> "
-                f"learner` (or a sequence of them); got {entry!r}."
-            )
+        unbuilt_learner(entry, "plan(algorithm=)", why)
     return tuple(canonical_name(e) if isinstance(e, str) else e for e in entries)
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "name_of",
     "resolve",
     "spec_of",
+    "unbuilt_learner",
 ]
 
 
@@ -371,6 +372,30 @@ def name_of(algorithm: Any) -> str | None:
         order = algorithm.n if isinstance(algorithm, _learn().SnAp) else None
         return f"snap{order}" if isinstance(order, int) else None  # the class: no order yet
     return family if isinstance(family, str) and family in LEARNERS else None
+
+
+def unbuilt_learner(entry: Any, where: str, why: str) -> Any:
+    """``entry`` where it is a learner not built yet (a name, a class or a factory ``model ->
+    learner``): what an entry point that builds its learners itself takes. A built learner is
+    a TypeError saying ``why`` the entry point ``where`` cannot use one and what to pass
+    instead; anything else a TypeError naming the forms.
+
+    >>> import etp_viz
+    >>> unbuilt_learner(etp_viz.SnAp, "plan(algorithm=)", "it builds each learner")
+    <class 'etp_viz.learn.influence.algorithms.SnAp'>
+    """
+    if isinstance(entry, brainstate.nn.Module):
+        raise TypeError(
+            f"{where} got a built {type(entry).__name__}: {why}; pass its name, its class or a "
+            "factory `model -> learner`, e.g. functools.partial(etp_viz.EProp, "
+            "kappa_filter_decay=0.9) or lambda m: etp_viz.SnAp(m, n=3)."
+        )
+    if not (isinstance(entry, str) or callable(entry)):
+        raise TypeError(
+            f"{where}: {entry!r} is neither an algorithm name nor a learner class or a function "
+            "model -> learner."
+        )
+    return entry
 
 
 def _missing_members(candidate: Any) -> list[str]:

@@ -45,7 +45,7 @@ import brainstate
 import numpy as np
 
 from etp_viz.learn.knobs import KNOBS, knobs_of
-from etp_viz.learn.registry import LEARNERS, learner_bytes, resolve, spec_of
+from etp_viz.learn.registry import LEARNERS, learner_bytes, resolve, spec_of, unbuilt_learner
 
 from .history import History
 from .runner import Runner
@@ -177,20 +177,9 @@ def _check_algorithms(algorithms: Any) -> list[Any]:
         )
     if not algorithms:
         raise ValueError("Compare mode needs at least one algorithm, e.g. ['d_rtrl', 'bptt'].")
+    why = "compare mode builds each learner on its own copy of the model"
     for algorithm in algorithms:
-        if isinstance(algorithm, brainstate.nn.Module):
-            raise TypeError(
-                f"Compare mode builds each learner on its own copy of the model, so it takes "
-                f"names or factories, not a built {type(algorithm).__name__} instance: pass "
-                "the class (etp_viz.SnAp) or a function of the model, e.g. "
-                "functools.partial(etp_viz.EProp, kappa_filter_decay=0.9) or "
-                "lambda m: etp_viz.SnAp(m, n=3)."
-            )
-        if not isinstance(algorithm, str) and not callable(algorithm):
-            raise TypeError(
-                f"Compare mode: {algorithm!r} is neither an algorithm name nor a function "
-                "model -> learner."
-            )
+        unbuilt_learner(algorithm, "Compare mode", why)
     return list(algorithms)
 
 
