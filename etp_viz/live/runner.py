@@ -50,7 +50,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from .sources import UserCodeError, frame_option
 
@@ -242,6 +242,61 @@ WINDOW = 4
 def _power_of_two_below(value: float) -> int:
     """The largest power of two ``<= value`` (1 for anything below 2)."""
     return 1 << max(int(value).bit_length() - 1, 0)
+
+
+#: Distinct chunk lengths (below a whole frame) a session compiles its frame for as they come,
+#: per measuring interval; a chunk of another length after them is cut into power-of-two scans.
+EXACT_CHUNKS = 4
+
+
+class ChunkLengths:
+    """How a session cuts a chunk of ``n`` steps into scans of compiled lengths.
+
+    Every scan length is a program XLA compiles (the frame's body, a second or more on CPU),
+    so the lengths are few: a whole frame is one scan; a shorter chunk is one scan of its own
+    length if that length was compiled already or fewer than ``budget`` such lengths were
+    (the chunks that recur: a frame cut at the fidelity meter's window, a notebook's
+    ``step(n)``), else power-of-two scans (at most ``log2(n) + 1`` lengths, whatever ``n``).
+    Before, every short chunk was cut into powers of two: a 500-step frame split at a 10-step
+    fidelity window compiled six programs (256, 128, 64, 32, 8, 2), now two (490, 10).
+
+    >>> lengths = ChunkLengths(budget=1)
+    >>> lengths.cut((False, 32), 100, full=512), lengths.cut((False, 32), 100, full=512)
+    ([100], [100])
+    >>> lengths.cut((False, 32), 100 - 3, full=512), lengths.programs
+    ([64, 32, 1], 4)
+    """
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = EXACT_CHUNKS if budget is None else int(budget)
+        self._exact: dict[Any, set[int]] = {}
+        self._compiled: set[tuple[Any, int]] = set()
+
+    def cut(self, key: Any, n: int, full: int) -> list[int]:
+        """The scan lengths, in order, that run ``n`` steps of the frame ``key`` (whose whole
+        frame is ``full`` steps); each is counted in :attr:`programs`."""
+        exact = self._exact.setdefault(key, set())
+        if n == full or n in exact or len(exact) < self.budget:
+            if n != full:
+                exact.add(n)
+            sizes = [n]
+        else:
+            sizes, done = [], 0
+            while done < n:
+                sizes.append(_power_of_two_below(n - done))
+                done += sizes[-1]
+        self._compiled.update((key, size) for size in sizes)
+        return sizes
+
+    @property
+    def programs(self) -> int:
+        """How many (frame, scan length) programs the cuts so far have asked for."""
+        return len(self._compiled)
+
+    def clear(self) -> None:
+        """Forget every length (the frames are rebuilt)."""
+        self._exact.clear()
+        self._compiled.clear()
 
 
 def _settle(current: int, best: int) -> int:

@@ -73,7 +73,7 @@ from .frame_step import (
     snapshot_states,
 )
 from .history import History, load_history, summary_text, task_levels
-from .runner import FRAME_SECONDS, Pacer, Runner
+from .runner import FRAME_SECONDS, ChunkLengths, Pacer, Runner
 from .sources import (
     DataSource,
     SessionParts,
@@ -196,6 +196,7 @@ class Session(Runner[History]):
             check_reference_episodes(self.algorithm.episode, self.episodes)
         #: compiled frames by (careful, record_every)
         self._frames: dict[tuple[bool, int], Callable[..., Any]] = {}
+        self._lengths = ChunkLengths()  # the scan lengths each fast frame is compiled for
         #: frames dispatched and not landed yet, oldest first
         self._flights: deque[Flight] = deque()
         #: ``(first step, FrameData)`` gathered ahead while the device ran the previous frame
@@ -292,9 +293,9 @@ class Session(Runner[History]):
 
     @property
     def compiled_frames(self) -> int:
-        """How many jitted frames are compiled (one per measuring interval, fast or
-        step-checked): compare mode does not time a step that compiled one."""
-        return len(self._frames)
+        """Grows whenever a frame program is compiled (a new measuring interval, fast or
+        step-checked, or a new scan length): compare mode does not time a step that did."""
+        return len(self._frames) + self._lengths.programs
 
     @property
     def fidelity_window(self) -> int | None:
@@ -385,6 +386,7 @@ class Session(Runner[History]):
                 yield
             finally:
                 self._frames.clear()
+                self._lengths.clear()
 
     def compiled_frame(self, careful: bool, every: int) -> Callable[..., Any]:
         """The jitted frame (fast or step-checked) measuring every ``every``-th step."""
@@ -394,13 +396,12 @@ class Session(Runner[History]):
         return self._frames[key]
 
     def _run_chunk(self, flight: Flight, xs: Any, ys: Any, n: int, first_step: int) -> None:
-        """Dispatch ``n`` stacked steps with the fast frame (:func:`build_frame`): one scan of
-        ``steps_per_frame`` steps, else power-of-two scans (so only a few lengths are ever
-        compiled). Nothing waits for the device here."""
+        """Dispatch ``n`` stacked steps with the fast frame (:func:`build_frame`) as scans of
+        the few lengths :class:`~etp_viz.live.runner.ChunkLengths` allows. Nothing waits for
+        the device here."""
         frame = self.compiled_frame(False, flight.every)
         done = 0
-        while done < n:
-            size = n if n == self.steps_per_frame else 1 << ((n - done).bit_length() - 1)
+        for size in self._lengths.cut((False, flight.every), n, self.steps_per_frame):
             part_x, part_y = xs, ys
             if size < n:
                 part = slice(done, done + size)

@@ -357,3 +357,74 @@ def test_a_replay_that_finds_nothing_keeps_every_later_step_of_an_iterable():
     assert session.history.failure is None and session.step_count == 80
     np.testing.assert_array_equal(session.history.steps, np.arange(80))
     np.testing.assert_allclose(session.history.loss, clean.history.loss, rtol=OTHER_PROGRAM_RTOL)
+
+
+def _dispatched_lengths(session, monkeypatch) -> list[int]:
+    """The scan length of every fast frame the session dispatches from now on."""
+    import jax
+
+    lengths: list[int] = []
+    compiled = session.compiled_frame
+
+    def recording(careful, every):
+        frame = compiled(careful, every)
+
+        def run(ring, opt_state, xs, ys):
+            lengths.append(jax.tree.leaves(xs)[0].shape[0])
+            return frame(ring, opt_state, xs, ys)
+
+        return run
+
+    monkeypatch.setattr(session, "compiled_frame", recording)
+    return lengths
+
+
+def test_a_frame_cut_at_the_fidelity_window_runs_two_scan_lengths(monkeypatch):
+    """The fidelity meter cuts each 64-step frame at its 5-step window: the two pieces run as
+    two scans (59 and 5 steps: two compiled programs for the whole run), not as power-of-two
+    scans (32, 16, 8, 2, 1 and 4, 1: six programs)."""
+    brainstate.random.seed(0)
+    model, x0, data = etp_sine(num_hidden=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(
+            model,
+            x0,
+            data=data,
+            steps_per_frame=64,
+            record_every=64,
+            fidelity_every=64,
+            fidelity_window=5,
+        )
+    lengths = _dispatched_lengths(session, monkeypatch)
+    programs = session.compiled_frames
+    session.run(64 * 3, background=False)
+    assert lengths == [59, 5] * 3
+    assert session.compiled_frames - programs == 3  # the frame, its two scan lengths
+    assert len(session.history.fidelity) == 3
+
+
+def test_losses_do_not_depend_on_how_the_steps_are_cut(monkeypatch):
+    """The same 192 steps as one call, as calls of new lengths while the budget of exact
+    lengths lasts, and past it (power-of-two scans): the same losses."""
+    import etp_viz.live.runner as runner
+
+    monkeypatch.setattr(runner, "EXACT_CHUNKS", 2)
+
+    def losses(cuts: list[int]) -> tuple[np.ndarray, list[int]]:
+        brainstate.random.seed(0)
+        model, x0, data = etp_sine(num_hidden=4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            session = Session(model, x0, data=data, steps_per_frame=256, record_every=8)
+        lengths = _dispatched_lengths(session, monkeypatch)
+        for n in cuts:
+            session.step(n)
+        return np.asarray(session.history.loss), lengths
+
+    whole, whole_lengths = losses([192])
+    cut, cut_lengths = losses([7, 100, 7, 78])
+    assert whole_lengths == [192]
+    # 7 and 100 are compiled as they come, 7 again is reused, 78 is past the budget
+    assert cut_lengths == [7, 100, 7, 64, 8, 4, 2]
+    np.testing.assert_allclose(cut, whole, rtol=OTHER_PROGRAM_RTOL)
