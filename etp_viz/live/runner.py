@@ -247,24 +247,30 @@ def _power_of_two_below(value: float) -> int:
 #: Distinct chunk lengths (below a whole frame) a session compiles its frame for as they come,
 #: per measuring interval; a chunk of another length after them is cut into power-of-two scans.
 EXACT_CHUNKS = 4
+#: Chunks shorter than this are always cut into power-of-two scans: their lengths are few
+#: (1, 2, 4, 8, 16) and shared by every short chunk.
+EXACT_MIN = 32
 
 
 class ChunkLengths:
     """How a session cuts a chunk of ``n`` steps into scans of compiled lengths.
 
     Every scan length is a program XLA compiles (the frame's body, a second or more on CPU),
-    so the lengths are few: a whole frame is one scan; a shorter chunk is one scan of its own
-    length if that length was compiled already or fewer than ``budget`` such lengths were
-    (the chunks that recur: a frame cut at the fidelity meter's window, a notebook's
-    ``step(n)``), else power-of-two scans (at most ``log2(n) + 1`` lengths, whatever ``n``).
-    Before, every short chunk was cut into powers of two: a 500-step frame split at a 10-step
-    fidelity window compiled six programs (256, 128, 64, 32, 8, 2), now two (490, 10).
+    so the lengths are few. A whole frame is one scan; so is a chunk whose length was compiled
+    before. A chunk of at least :data:`EXACT_MIN` steps is one scan of its own length while
+    fewer than ``budget`` such lengths were compiled (the long chunks that recur: a frame cut
+    at the fidelity meter's window, a notebook's ``step(n)``). Anything else is cut into
+    power-of-two scans (at most ``log2(n) + 1`` lengths, shared by every chunk). Before, every
+    chunk shorter than a frame was cut into powers of two: a 500-step frame cut at a 10-step
+    fidelity window compiled six programs (256, 128, 64, 32, 8, 2), now three (490, 8, 2).
 
     >>> lengths = ChunkLengths(budget=1)
     >>> lengths.cut((False, 32), 100, full=512), lengths.cut((False, 32), 100, full=512)
     ([100], [100])
-    >>> lengths.cut((False, 32), 100 - 3, full=512), lengths.programs
-    ([64, 32, 1], 4)
+    >>> lengths.cut((False, 32), 97, full=512), lengths.cut((False, 32), 5, full=512)
+    ([64, 32, 1], [4, 1])
+    >>> lengths.programs
+    5
     """
 
     def __init__(self, budget: int | None = None) -> None:
@@ -276,9 +282,10 @@ class ChunkLengths:
         """The scan lengths, in order, that run ``n`` steps of the frame ``key`` (whose whole
         frame is ``full`` steps); each is counted in :attr:`programs`."""
         exact = self._exact.setdefault(key, set())
-        if n == full or n in exact or len(exact) < self.budget:
-            if n != full:
-                exact.add(n)
+        if n == full or (key, n) in self._compiled:
+            sizes = [n]
+        elif n >= EXACT_MIN and len(exact) < self.budget:
+            exact.add(n)
             sizes = [n]
         else:
             sizes, done = [], 0

@@ -380,9 +380,9 @@ def _dispatched_lengths(session, monkeypatch) -> list[int]:
 
 
 def test_a_frame_cut_at_the_fidelity_window_runs_two_scan_lengths(monkeypatch):
-    """The fidelity meter cuts each 64-step frame at its 5-step window: the two pieces run as
-    two scans (59 and 5 steps: two compiled programs for the whole run), not as power-of-two
-    scans (32, 16, 8, 2, 1 and 4, 1: six programs)."""
+    """The fidelity meter cuts each 64-step frame at its 5-step window: the long piece runs as
+    one scan (59 steps), the short one as power-of-two scans (4, 1): three compiled programs
+    for the whole run, not six (32, 16, 8, 2, 1 and 4)."""
     brainstate.random.seed(0)
     model, x0, data = etp_sine(num_hidden=4)
     with warnings.catch_warnings():
@@ -399,8 +399,8 @@ def test_a_frame_cut_at_the_fidelity_window_runs_two_scan_lengths(monkeypatch):
     lengths = _dispatched_lengths(session, monkeypatch)
     programs = session.compiled_frames
     session.run(64 * 3, background=False)
-    assert lengths == [59, 5] * 3
-    assert session.compiled_frames - programs == 3  # the frame, its two scan lengths
+    assert lengths == [59, 4, 1] * 3
+    assert session.compiled_frames - programs == 4  # the frame, its three scan lengths
     assert len(session.history.fidelity) == 3
 
 
@@ -423,8 +423,9 @@ def test_losses_do_not_depend_on_how_the_steps_are_cut(monkeypatch):
         return np.asarray(session.history.loss), lengths
 
     whole, whole_lengths = losses([192])
-    cut, cut_lengths = losses([7, 100, 7, 78])
+    cut, cut_lengths = losses([7, 100, 40, 32, 13])
     assert whole_lengths == [192]
-    # 7 and 100 are compiled as they come, 7 again is reused, 78 is past the budget
-    assert cut_lengths == [7, 100, 7, 64, 8, 4, 2]
+    # 7 is short (power-of-two scans); 100 and 40 are compiled as they come, 32 is past the
+    # budget (one power-of-two scan), 13 short
+    assert cut_lengths == [4, 2, 1, 100, 40, 32, 8, 4, 1]
     np.testing.assert_allclose(cut, whole, rtol=OTHER_PROGRAM_RTOL)
