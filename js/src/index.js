@@ -4,8 +4,10 @@
  *
  * The Python side is `Explorer` in etp_viz/explorer/widget.py; its synced traits are mirrored
  * by `WidgetTraits` in ./types.js. Traits are the source of truth: everything shown here is
- * derived from `view_model`, `expanded`, `selected`, `highlight` and `options`, so the view can
- * be rebuilt without a kernel (saved HTML, nbviewer-less reloads).
+ * derived from `view_shell`, `expanded`, `selected`, `highlight` and `options`, so the view can
+ * be rebuilt without a kernel (saved HTML, nbviewer-less reloads). A big model's `view_shell` is
+ * a shell: the records an opened box draws and a clicked weight's card come as parts
+ * (./parts.js), from the kernel or from the parts a saved page embeds.
  */
 import css from "./style.css";
 import { h, fill } from "./dom.js";
@@ -26,6 +28,7 @@ import { watchPageTheme } from "./theme.js";
 import { GraphKeyboard } from "./keyboard.js";
 import { checkViewModel } from "./types.js";
 import { WhatIfPanel, whatIfOffer } from "./whatif.js";
+import { missingRecords, missingDrawn, mergePart, partSource } from "./parts.js";
 
 /** Graphs of at most this many drawn nodes are laid out both ways when `rankdir` is "auto":
  * the direction whose whole graph comes out larger on screen wins. */
@@ -62,7 +65,7 @@ export class ExplorerApp {
     this.graph = null;
     this.listeners = [];
     this.buildDom();
-    this.listen("change:view_model", () => this.rebuild());
+    this.listen("change:view_shell", () => this.rebuild());
     this.listen("change:expanded", () => this.relayout());
     this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
     this.listen("change:scale", () => this.guard(() => this.applyScale(true)));
@@ -181,7 +184,7 @@ export class ExplorerApp {
   /** The theme (option or JupyterLab's) and its colours; a change of theme redraws the graph. */
   applyTheme(relayout = true) {
     const before = this.appearance.dark;
-    const palette = this.index ? this.index.palette : { ...COLORS, ...((this.model.get("view_model") || {}).palette || {}) };
+    const palette = this.index ? this.index.palette : { ...COLORS, ...((this.model.get("view_shell") || {}).palette || {}) };
     const colours = this.appearance.setTheme((this.model.get("options") || {}).theme, palette);
     if (this.index) this.index.colours = colours;
     if (relayout && before !== this.appearance.dark) { this.legendSignature = ""; this.relayout(); }
@@ -237,11 +240,14 @@ export class ExplorerApp {
     const generation = ++this.rebuildGeneration;
     const isCurrent = () => generation === this.rebuildGeneration;
     return this.guard(async () => {
-      const vm = this.model.get("view_model");
+      const vm = this.model.get("view_shell");
       this.index = null;
       checkViewModel(vm);  // another version: an error in the widget, nothing drawn from it
       const index = vm ? await runSliced(indexSteps(vm), yieldToEventLoop, { isCurrent }) : null;
       if (!isCurrent()) return;
+      // a shell's records come as parts: from the kernel, or embedded in a saved page
+      this.missing = missingRecords(vm);
+      this.parts = partSource(this.model.get("view_parts"), (method, params) => this.request(method, params));
       // the legend in a task and a frame of its own (not after the last index slice)
       await yieldToEventLoop();
       if (!isCurrent()) return;
@@ -278,6 +284,9 @@ export class ExplorerApp {
     const index = this.index;
     const graph = await runSliced(visibleGraphSteps(index, this.expanded(), common), yieldToEventLoop, { isCurrent });
     if (!graph || !isCurrent() || index !== this.index) return;
+    // the records of what this state draws, before its layout (badges are in node labels)
+    await this.loadDrawn(index, graph);
+    if (!isCurrent() || index !== this.index) return;
     // "auto": the direction whose whole graph is drawn larger in this pane (a small graph is
     // laid out both ways), else left to right in a wide pane, top to bottom in a tall one
     const preferred = resolveRankdir(synced.rankdir, pane);
@@ -326,6 +335,55 @@ export class ExplorerApp {
     this.timings.push({ key, nodes: graph.nodeCount, cached, dotMs: dotDone - start, layoutMs: layoutDone - dotDone,
       workerMs: result.ms, mountMs: end - layoutDone, totalMs: end - start });
     this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
+  }
+
+  /**
+   * Ask for the records the visible graph draws that a shell held back, one part per opened
+   * box, and merge them into the index; the boxes that asked are marked as loading
+   * (`data-part-loading` on the collapsed box still on screen) until their part is here.
+   * @param {import("./graph.js").Index} index
+   * @param {import("./graph.js").VisibleGraph} graph
+   */
+  async loadDrawn(index, graph) {
+    const wanted = missingDrawn(index, graph, this.missing);
+    if (!wanted.size) return;
+    const boxes = [...wanted.keys()].filter(Boolean);
+    const marked = boxes.map((id) => `k${index.clusterOrdinal.get(id)}`);
+    const names = boxes.map((id) => String(index.clusters.get(id).label)).join(", ") || "the graph";
+    this.view.markLoading(marked, true);
+    this.root.setAttribute("data-part-loading", boxes.join(" ") || "root");
+    this.statusEl.textContent = `loading ${names}…`;
+    try {
+      const parts = await Promise.all([...wanted].map(([box, ask]) => this.parts.load({ box: box || null, ...ask })));
+      if (index !== this.index) return;
+      for (const part of parts) mergePart(index, this.missing, part);
+    } finally {
+      this.view.markLoading(marked, false);
+      this.root.removeAttribute("data-part-loading");
+    }
+    this.renderInspector();
+    this.markSelection();
+  }
+
+  /**
+   * A selected weight's card, or a selected node's record, that the shell held back: asked
+   * for, then the inspector and the detail are drawn again with it.
+   * @param {import("./types.js").Selection} selected
+   */
+  loadSelected(selected) {
+    const index = this.index, missing = this.missing;
+    if (!index || !missing || !selected || selected.id == null) return;
+    const id = String(selected.id);
+    const ask = selected.kind === "weight" && missing.weights.has(id) ? { weights: [id] }
+      : selected.kind === "node" && missing.nodes.has(id) ? { nodes: [id] } : null;
+    if (!ask) return;
+    this.guard(async () => {
+      const part = await this.parts.load(ask);
+      if (index !== this.index) return;
+      mergePart(index, missing, part);
+      this.renderInspector();
+      this.markSelection();
+    });
   }
 
   applyHighlight(centre = false) {
@@ -458,12 +516,16 @@ export class ExplorerApp {
     }
   }
 
-  /** The inspector for the current selection. */
+  /** The inspector for the current selection (its card asked for when the shell held it back). */
   renderInspector() {
     const index = this.index;
     if (!index) return;
     const selected = this.model.get("selected") || {};
-    fill(this.bodies.inspector, [inspectorPanel(index, selected, {
+    const kind = selected.kind === "weight" ? "weights" : selected.kind === "node" ? "nodes" : "";
+    const loading = kind && this.missing && this.missing[kind].has(String(selected.id));
+    if (loading) this.loadSelected(selected);
+    const note = loading ? [h("div", { class: "etp-dim", "data-loading-card": String(selected.id) }, "loading its details…")] : [];
+    fill(this.bodies.inspector, [...note, inspectorPanel(index, selected, {
       expanded: this.expanded(),
       expand: (id) => this.guard(() => this.setExpanded([...this.expanded(), id])),
       collapse: (id) => this.guard(() => this.collapse(id)),
