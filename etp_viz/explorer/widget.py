@@ -165,12 +165,10 @@ class Explorer(anywidget.AnyWidget):
     >>> ex.scale = 1.5    # larger text, also A+ in the page's toolbar  # doctest: +SKIP
     """
 
-    #: The full view model (docs/view-model.md): what Python reads and writes. Not synced: the
-    #: page gets ``view_shell`` and asks for the rest box by box (``parts``).
+    #: The full view model (docs/view-model.md), what Python reads and writes; not synced.
     view_model = traitlets.Dict(allow_none=True, default_value=None)
     # Synced traits; mirrored by WidgetTraits in js/src/types.js.
-    #: ``view_model``'s shell, remade whenever ``view_model`` changes (``parts.split_for_page``:
-    #: the view model itself when it is small)
+    #: ``view_model``'s shell (``parts.split_for_page``), remade when ``view_model`` changes
     view_shell = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     selected = traitlets.Dict().tag(sync=True)
@@ -226,11 +224,8 @@ class Explorer(anywidget.AnyWidget):
         )
         self.observe(self._on_view_model, names=["view_model"])
         self.frontend_errors: list[str] = []
-        self._requests = {
-            "to_dot": self._request_to_dot,
-            "summary": lambda params: self.summary(),
-            "view_part": lambda params: view_part(self._split, params),
-        }
+        self._requests = {"to_dot": self._request_to_dot, "summary": lambda p: self.summary()}
+        self._requests["view_part"] = lambda params: view_part(self._split, params)
         if self.offers_what_if and self.graph is not None and vm_json:
             from .whatif_offers import offered_changes
 

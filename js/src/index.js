@@ -28,7 +28,7 @@ import { watchPageTheme } from "./theme.js";
 import { GraphKeyboard } from "./keyboard.js";
 import { checkViewModel } from "./types.js";
 import { WhatIfPanel, whatIfOffer } from "./whatif.js";
-import { missingRecords, missingDrawn, mergePart, partSource } from "./parts.js";
+import { missingRecords, partSource, loadDrawn, loadSelected } from "./parts.js";
 
 /** Graphs of at most this many drawn nodes are laid out both ways when `rankdir` is "auto":
  * the direction whose whole graph comes out larger on screen wins. */
@@ -337,53 +337,9 @@ export class ExplorerApp {
     this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
   }
 
-  /**
-   * Ask for the records the visible graph draws that a shell held back, one part per opened
-   * box, and merge them into the index; the boxes that asked are marked as loading
-   * (`data-part-loading` on the collapsed box still on screen) until their part is here.
-   * @param {import("./graph.js").Index} index
-   * @param {import("./graph.js").VisibleGraph} graph
-   */
-  async loadDrawn(index, graph) {
-    const wanted = missingDrawn(index, graph, this.missing);
-    if (!wanted.size) return;
-    const boxes = [...wanted.keys()].filter(Boolean);
-    const marked = boxes.map((id) => `k${index.clusterOrdinal.get(id)}`);
-    const names = boxes.map((id) => String(index.clusters.get(id).label)).join(", ") || "the graph";
-    this.view.markLoading(marked, true);
-    this.root.setAttribute("data-part-loading", boxes.join(" ") || "root");
-    this.statusEl.textContent = `loading ${names}…`;
-    try {
-      const parts = await Promise.all([...wanted].map(([box, ask]) => this.parts.load({ box: box || null, ...ask })));
-      if (index !== this.index) return;
-      for (const part of parts) mergePart(index, this.missing, part);
-    } finally {
-      this.view.markLoading(marked, false);
-      this.root.removeAttribute("data-part-loading");
-    }
-    this.renderInspector();
-    this.markSelection();
-  }
-
-  /**
-   * A selected weight's card, or a selected node's record, that the shell held back: asked
-   * for, then the inspector and the detail are drawn again with it.
-   * @param {import("./types.js").Selection} selected
-   */
-  loadSelected(selected) {
-    const index = this.index, missing = this.missing;
-    if (!index || !missing || !selected || selected.id == null) return;
-    const id = String(selected.id);
-    const ask = selected.kind === "weight" && missing.weights.has(id) ? { weights: [id] }
-      : selected.kind === "node" && missing.nodes.has(id) ? { nodes: [id] } : null;
-    if (!ask) return;
-    this.guard(async () => {
-      const part = await this.parts.load(ask);
-      if (index !== this.index) return;
-      mergePart(index, missing, part);
-      this.renderInspector();
-      this.markSelection();
-    });
+  /** The records the visible graph draws that a shell held back (./parts.js loadDrawn). */
+  loadDrawn(/** @type {any} */ index, /** @type {any} */ graph) {
+    return loadDrawn(this, index, graph);
   }
 
   applyHighlight(centre = false) {
@@ -523,7 +479,7 @@ export class ExplorerApp {
     const selected = this.model.get("selected") || {};
     const kind = selected.kind === "weight" ? "weights" : selected.kind === "node" ? "nodes" : "";
     const loading = kind && this.missing && this.missing[kind].has(String(selected.id));
-    if (loading) this.loadSelected(selected);
+    if (loading) this.guard(() => loadSelected(this, selected));
     const note = loading ? [h("div", { class: "etp-dim", "data-loading-card": String(selected.id) }, "loading its details…")] : [];
     fill(this.bodies.inspector, [...note, inspectorPanel(index, selected, {
       expanded: this.expanded(),

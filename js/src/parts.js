@@ -150,3 +150,54 @@ export function partSource(embedded, request) {
   if (embedded) return new PartSource(async (asked) => pickPart(embedded, asked));
   return new PartSource((asked) => request("view_part", asked));
 }
+
+/**
+ * Ask for the records the visible graph draws that a shell held back, one part per opened
+ * box, and merge them into the index; the boxes that asked are marked as loading
+ * (`data-part-loading` on the collapsed box still on screen, and on the page's root with the
+ * box ids) and the status line says so until their part is here. Then the inspector and the
+ * weight detail are drawn again (a selected node or weight may have come with the box).
+ * @param {any} app  the ExplorerApp (./index.js): missing, parts, view, root, statusEl, index
+ * @param {Index} index
+ * @param {VisibleGraph} graph
+ */
+export async function loadDrawn(app, index, graph) {
+  const wanted = missingDrawn(index, graph, app.missing);
+  if (!wanted.size) return;
+  const boxes = [...wanted.keys()].filter(Boolean);
+  const marked = boxes.map((id) => `k${index.clusterOrdinal.get(id)}`);
+  const names = boxes.map((id) => String(index.clusters.get(id).label)).join(", ") || "the graph";
+  app.view.markLoading(marked, true);
+  app.root.setAttribute("data-part-loading", boxes.join(" ") || "root");
+  app.statusEl.textContent = `loading ${names}…`;
+  try {
+    const parts = await Promise.all([...wanted].map(([box, ask]) => app.parts.load({ box: box || null, ...ask })));
+    if (index !== app.index) return;
+    for (const part of parts) mergePart(index, app.missing, part);
+  } finally {
+    app.view.markLoading(marked, false);
+    app.root.removeAttribute("data-part-loading");
+  }
+  app.renderInspector();
+  app.markSelection();
+}
+
+/**
+ * A selected weight's card, or a selected node's record, that the shell held back: asked
+ * for, merged, then the inspector and the weight detail are drawn again with it.
+ * @param {any} app  the ExplorerApp (./index.js)
+ * @param {import("./types.js").Selection} selected
+ */
+export async function loadSelected(app, selected) {
+  const index = app.index, missing = app.missing;
+  if (!index || !missing || !selected || selected.id == null) return;
+  const id = String(selected.id);
+  const ask = selected.kind === "weight" && missing.weights.has(id) ? { weights: [id] }
+    : selected.kind === "node" && missing.nodes.has(id) ? { nodes: [id] } : null;
+  if (!ask) return;
+  const part = await app.parts.load(ask);
+  if (index !== app.index) return;
+  mergePart(index, missing, part);
+  app.renderInspector();
+  app.markSelection();
+}
