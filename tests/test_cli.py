@@ -41,7 +41,7 @@ def test_demo_writes_html_with_graph_and_history(tmp_path):
     assert f"Overwrote {html}" in text
     page = html.read_text(encoding="utf-8")
     state = json.loads(re.search(r'id="etp-state">(.*?)</script>', page, re.S).group(1))
-    assert state["view_model"]["nodes"]
+    assert state["view_shell"]["nodes"]
     assert len(state["live_history"]["steps"]) == 100
     assert "http://" not in state and "https://cdn" not in page
 

@@ -316,7 +316,7 @@ def test_core_install_runs_the_demo_without_the_widget(dist):
     )
     assert "Online learning unavailable" not in demo and "final loss" in demo, demo
     page = (dist.root / "demo.html").read_text()
-    assert '"live_history"' in page and '"view_model"' in page
+    assert '"live_history"' in page and '"view_shell"' in page
     out = run([python, "-c", CORE_SCRIPT, "static.html"], cwd=dist.root, env=env)
     assert 'pip install "etp-viz[explorer]"' in out, out
     assert (dist.root / "static.html").stat().st_size > 10_000

@@ -90,7 +90,7 @@ def save_html(explorer: Any, path: str | Path, *, title: str | None = None) -> P
     """
     state = explorer.frontend_state()
     bundle = bundle_text(STANDALONE_BUNDLE)
-    page_title = title or f"etp_viz — {(state.get('view_model') or {}).get('title', 'explorer')}"
+    page_title = title or f"etp_viz — {(explorer.view_model or {}).get('title', 'explorer')}"
     path = Path(path)
     path.write_text(render_html(state, bundle, title=page_title), encoding="utf-8")
     return path

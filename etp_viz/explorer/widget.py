@@ -7,8 +7,10 @@ its ``WidgetTraits`` type (``js/src/types.js``) mirrors the synced traits below.
 Front end -> Python: ``selected``, ``highlight`` and ``expanded`` trait changes, plus custom
 messages ``{"type": "request", "id", "method", "params"}`` answered with ``{"type":
 "response", "id", "result", "error"}`` (``to_dot``, ``summary``, ``what_if {weight, change}``:
-the inspector's "What if…" control, see ``whatif_offers``), and ``{"type": "frontend_error",
-"message"}``.
+the inspector's "What if…" control, see ``whatif_offers``; ``view_part {box, nodes, weights}``:
+the records a box or a weight card needs, see ``parts``), and ``{"type": "frontend_error",
+"message"}``. The full ``view_model`` stays in Python; the page gets its shell
+(``view_shell``).
 Python -> front end: trait changes (``highlight_weight``, ``select``, ``expand``) and custom
 messages ``{"type": "live", "name", "shape", "dtype": "float32"}`` with one binary buffer
 (the live panels; see ``push_live``).
@@ -16,7 +18,7 @@ messages ``{"type": "live", "name", "shape", "dtype": "float32"}`` with one bina
 Example
 -------
 >>> from etp_viz.explorer.widget import Explorer
->>> ex = Explorer(view_model={"schema": 2, "title": "t", "nodes": [], "edges": []})
+>>> ex = Explorer(view_model={"schema": 3, "title": "t", "nodes": [], "edges": []})
 >>> ex.options["height"], ex.scale
 (600, 1.0)
 """
@@ -36,6 +38,7 @@ from etp_viz.learn.contract import OnlineLearner
 
 from .bundle import MISSING_ESM, bundle_text
 from .headless import anywidget, traitlets  # stand-ins without the [explorer] extra
+from .parts import every_part, split_for_page, view_part
 
 #: Display options of the widget and their defaults (view-model options are passed through
 #: to ``build_view_model``). The front end reads one more, ``level_layout_min_nodes`` (drawn
@@ -162,8 +165,11 @@ class Explorer(anywidget.AnyWidget):
     >>> ex.scale = 1.5    # larger text, also A+ in the page's toolbar  # doctest: +SKIP
     """
 
+    #: The full view model (docs/view-model.md), what Python reads and writes; not synced.
+    view_model = traitlets.Dict(allow_none=True, default_value=None)
     # Synced traits; mirrored by WidgetTraits in js/src/types.js.
-    view_model = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    #: ``view_model``'s shell (``parts.split_for_page``), remade when ``view_model`` changes
+    view_shell = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     selected = traitlets.Dict().tag(sync=True)
     highlight = traitlets.Dict().tag(sync=True)
@@ -208,9 +214,18 @@ class Explorer(anywidget.AnyWidget):
                 if c.get("kind") == "subjaxpr" and c.get("collapsed") is False
             ]
         scale = check_scale(options.get("scale", 1.0))
-        super().__init__(view_model=vm_json, options=display, expanded=list(expanded), scale=scale)
+        self._split = split_for_page(vm_json)
+        super().__init__(
+            view_model=vm_json,
+            view_shell=self._split.shell or None,
+            options=display,
+            expanded=list(expanded),
+            scale=scale,
+        )
+        self.observe(self._on_view_model, names=["view_model"])
         self.frontend_errors: list[str] = []
-        self._requests = {"to_dot": self._request_to_dot, "summary": lambda params: self.summary()}
+        self._requests = {"to_dot": self._request_to_dot, "summary": lambda p: self.summary()}
+        self._requests["view_part"] = lambda params: view_part(self._split, params)
         if self.offers_what_if and self.graph is not None and vm_json:
             from .whatif_offers import offered_changes
 
@@ -221,6 +236,11 @@ class Explorer(anywidget.AnyWidget):
             self.what_if_changes = offers
             self._requests["what_if"] = lambda p: self.run_what_if(p.get("weight"), p.get("change"))
         self.on_msg(self._on_custom_message)
+
+    def _on_view_model(self, change: dict) -> None:
+        """A new view model: a new shell for the page (its parts from the new model)."""
+        self._split = split_for_page(change["new"])
+        self.view_shell = self._split.shell or None
 
     # --- Python -> front end ------------------------------------------------------------
     def highlight_weight(self, path: str) -> None:
@@ -503,9 +523,12 @@ class Explorer(anywidget.AnyWidget):
         return data, metadata
 
     def frontend_state(self) -> dict[str, Any]:
-        """The synced state the front end renders from (what saved HTML embeds)."""
+        """The state the front end renders from (what saved HTML embeds): the synced traits,
+        and ``view_parts``, every part of the view model (a saved page has no kernel to ask;
+        None when the view model is sent whole)."""
         return {
-            "view_model": self.view_model,
+            "view_shell": self.view_shell,
+            "view_parts": every_part(self._split),
             "expanded": self.expanded,
             "selected": self.selected,
             "highlight": self.highlight,

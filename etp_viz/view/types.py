@@ -16,8 +16,9 @@ from .text import render_text
 
 #: The view model's version, ``"schema"`` at the top of its JSON: the front end renders only
 #: the version it was built for (``VIEW_MODEL_SCHEMA`` in ``js/src/types.js``) and shows an
-#: error for any other. 2: each weight carries ``status_text``.
-SCHEMA_VERSION = 2
+#: error for any other. 2: each weight carries ``status_text``. 3: the page may get it as a
+#: shell and parts (``etp_viz/explorer/parts.py``; a shell carries ``parts``).
+SCHEMA_VERSION = 3
 
 NODE_KINDS = (
     "eqn",

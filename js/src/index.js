@@ -4,8 +4,10 @@
  *
  * The Python side is `Explorer` in etp_viz/explorer/widget.py; its synced traits are mirrored
  * by `WidgetTraits` in ./types.js. Traits are the source of truth: everything shown here is
- * derived from `view_model`, `expanded`, `selected`, `highlight` and `options`, so the view can
- * be rebuilt without a kernel (saved HTML, nbviewer-less reloads).
+ * derived from `view_shell`, `expanded`, `selected`, `highlight` and `options`, so the view can
+ * be rebuilt without a kernel (saved HTML, nbviewer-less reloads). A big model's `view_shell` is
+ * a shell: the records an opened box draws and a clicked weight's card come as parts
+ * (./parts.js), from the kernel or from the parts a saved page embeds.
  */
 import css from "./style.css";
 import { h, fill } from "./dom.js";
@@ -26,6 +28,7 @@ import { watchPageTheme } from "./theme.js";
 import { GraphKeyboard } from "./keyboard.js";
 import { checkViewModel } from "./types.js";
 import { WhatIfPanel, whatIfOffer } from "./whatif.js";
+import { missingRecords, partSource, loadDrawn, loadSelected } from "./parts.js";
 
 /** Graphs of at most this many drawn nodes are laid out both ways when `rankdir` is "auto":
  * the direction whose whole graph comes out larger on screen wins. */
@@ -62,7 +65,7 @@ export class ExplorerApp {
     this.graph = null;
     this.listeners = [];
     this.buildDom();
-    this.listen("change:view_model", () => this.rebuild());
+    this.listen("change:view_shell", () => this.rebuild());
     this.listen("change:expanded", () => this.relayout());
     this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
     this.listen("change:scale", () => this.guard(() => this.applyScale(true)));
@@ -181,7 +184,7 @@ export class ExplorerApp {
   /** The theme (option or JupyterLab's) and its colours; a change of theme redraws the graph. */
   applyTheme(relayout = true) {
     const before = this.appearance.dark;
-    const palette = this.index ? this.index.palette : { ...COLORS, ...((this.model.get("view_model") || {}).palette || {}) };
+    const palette = this.index ? this.index.palette : { ...COLORS, ...((this.model.get("view_shell") || {}).palette || {}) };
     const colours = this.appearance.setTheme((this.model.get("options") || {}).theme, palette);
     if (this.index) this.index.colours = colours;
     if (relayout && before !== this.appearance.dark) { this.legendSignature = ""; this.relayout(); }
@@ -237,11 +240,14 @@ export class ExplorerApp {
     const generation = ++this.rebuildGeneration;
     const isCurrent = () => generation === this.rebuildGeneration;
     return this.guard(async () => {
-      const vm = this.model.get("view_model");
+      const vm = this.model.get("view_shell");
       this.index = null;
       checkViewModel(vm);  // another version: an error in the widget, nothing drawn from it
       const index = vm ? await runSliced(indexSteps(vm), yieldToEventLoop, { isCurrent }) : null;
       if (!isCurrent()) return;
+      // a shell's records come as parts: from the kernel, or embedded in a saved page
+      this.missing = missingRecords(vm);
+      this.parts = partSource(this.model.get("view_parts"), (method, params) => this.request(method, params));
       // the legend in a task and a frame of its own (not after the last index slice)
       await yieldToEventLoop();
       if (!isCurrent()) return;
@@ -278,6 +284,9 @@ export class ExplorerApp {
     const index = this.index;
     const graph = await runSliced(visibleGraphSteps(index, this.expanded(), common), yieldToEventLoop, { isCurrent });
     if (!graph || !isCurrent() || index !== this.index) return;
+    // the records of what this state draws, before its layout (badges are in node labels)
+    await this.loadDrawn(index, graph);
+    if (!isCurrent() || index !== this.index) return;
     // "auto": the direction whose whole graph is drawn larger in this pane (a small graph is
     // laid out both ways), else left to right in a wide pane, top to bottom in a tall one
     const preferred = resolveRankdir(synced.rankdir, pane);
@@ -326,6 +335,11 @@ export class ExplorerApp {
     this.timings.push({ key, nodes: graph.nodeCount, cached, dotMs: dotDone - start, layoutMs: layoutDone - dotDone,
       workerMs: result.ms, mountMs: end - layoutDone, totalMs: end - start });
     this.el.dispatchEvent(new CustomEvent("etp-rendered", { detail: this.timings[this.timings.length - 1] }));
+  }
+
+  /** The records the visible graph draws that a shell held back (./parts.js loadDrawn). */
+  loadDrawn(/** @type {any} */ index, /** @type {any} */ graph) {
+    return loadDrawn(this, index, graph);
   }
 
   applyHighlight(centre = false) {
@@ -458,12 +472,16 @@ export class ExplorerApp {
     }
   }
 
-  /** The inspector for the current selection. */
+  /** The inspector for the current selection (its card asked for when the shell held it back). */
   renderInspector() {
     const index = this.index;
     if (!index) return;
     const selected = this.model.get("selected") || {};
-    fill(this.bodies.inspector, [inspectorPanel(index, selected, {
+    const kind = selected.kind === "weight" ? "weights" : selected.kind === "node" ? "nodes" : "";
+    const loading = kind && this.missing && this.missing[kind].has(String(selected.id));
+    if (loading) this.guard(() => loadSelected(this, selected));
+    const note = loading ? [h("div", { class: "etp-dim", "data-loading-card": String(selected.id) }, "loading its details…")] : [];
+    fill(this.bodies.inspector, [...note, inspectorPanel(index, selected, {
       expanded: this.expanded(),
       expand: (id) => this.guard(() => this.setExpanded([...this.expanded(), id])),
       collapse: (id) => this.guard(() => this.collapse(id)),

@@ -9,12 +9,16 @@
 
 /**
  * @typedef {object} WidgetTraits  Every synced trait of the Python widgets, in one place:
- *   etp_viz/explorer/widget.py `Explorer` (view_model … live_panels) and
+ *   etp_viz/explorer/widget.py `Explorer` (view_shell … live_panels) and
  *   etp_viz/explorer/live_explorer.py `LiveExplorer(Explorer)` (live_status). `live_history` is not a
  *   trait: LiveExplorer.frontend_state() adds it to the state a saved page embeds
  *   (etp_viz/explorer/export.py), and the live region reads it with model.get() like a trait.
  *   tests/explorer/test_widget_traits.py checks this list against the Python classes.
- * @property {ViewModel | null} view_model  the view model (docs/view-model.md), read-only in JS
+ * @property {ViewModel | null} view_shell  the view model (docs/view-model.md) or, for a big one, its
+ *   shell (`parts` set: node records and weight cards held back, asked for with `view_part`
+ *   requests, ./parts.js); Python keeps the full `view_model` (not synced). Read-only in JS
+ * @property {import("./parts.js").Parts | null} [view_parts]  saved pages only (not synced): every
+ *   part of a shell, embedded by `Explorer.frontend_state()` (no kernel to ask)
  * @property {string[]} expanded  ids of expanded sub-jaxpr / module clusters (JS and Python write)
  * @property {Selection} selected  what the user selected (JS writes; Python via select())
  * @property {Selection} highlight  what is highlighted (JS and Python write)
@@ -143,7 +147,7 @@
 
 /** The view-model version this page renders: `SCHEMA_VERSION` in etp_viz/view/types.py (the
  * JSON's top-level `schema`; tests/view/test_view_model.py checks that the two agree). */
-export const VIEW_MODEL_SCHEMA = 2;
+export const VIEW_MODEL_SCHEMA = 3;
 
 /**
  * The view model, or an error naming both versions when it is of another version than this
@@ -176,6 +180,8 @@ export function checkViewModel(vm) {
  * @property {any[]} [bypasses]
  * @property {any[]} [perturbations]
  * @property {any[]} [diagnostics]
+ * @property {{nodes: string[], weights: string[]} | null} [parts]  a shell only: the node fields
+ *   every node keeps (unless null or false) and the weight fields held back (./parts.js)
  * @property {import("./legend.js").LegendEntry[]} [legend]  every legend entry (etp_viz/view/palette.py
  *   LEGEND): key, label, plain-language title, swatch, fill, stroke, line; the page shows those
  *   of what it draws (./legend.js)

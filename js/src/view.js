@@ -600,6 +600,21 @@ export class GraphView {
     else if (target && (target === this.container || (target.closest && target.closest("svg")))) this.handlers.onBackground();
   }
 
+  /**
+   * Mark drawn elements (collapsed boxes whose records are on their way, ./parts.js) as
+   * loading, or unmark them.
+   * @param {string[]} dotIds
+   * @param {boolean} loading
+   */
+  markLoading(dotIds, loading) {
+    for (const id of dotIds) {
+      const el = this.elements.get(id);
+      if (!el) continue;
+      el.classList.toggle("etp-part-loading", loading);
+      el.toggleAttribute("data-part-loading", loading);
+    }
+  }
+
   /** @param {Map<string, string>} classes  DOT id -> highlight class (an edge's pieces inside
    * boxes with it) */
   highlight(classes) {

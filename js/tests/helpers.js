@@ -16,3 +16,8 @@ export const needsReal = REAL_DIR && existsSync(path.join(REAL_DIR, "gru.json"))
 export function loadReal(name) {
   return JSON.parse(readFileSync(path.join(REAL_DIR, `${name}.json`), "utf8"));
 }
+
+/** A fresh copy of one real view model in parts: `{shell, parts}` (etp_viz/explorer/parts.py). */
+export function loadRealSplit(name) {
+  return JSON.parse(readFileSync(path.join(REAL_DIR, `${name}.split.json`), "utf8"));
+}

@@ -34,7 +34,8 @@ def test_traits_from_view_model_json():
     assert ex.options == {**DISPLAY_OPTIONS, "height": 400}
     assert ex.expanded == [] and ex.selected == {} and ex.highlight == {} and ex.error == ""
     assert set(ex.frontend_state()) == {
-        "view_model",
+        "view_shell",
+        "view_parts",
         "expanded",
         "selected",
         "highlight",

@@ -61,9 +61,17 @@ def real_view_model(name: str) -> dict:
 
 
 def write_real_view_models(directory: Path) -> Path:
+    """``<name>.json`` (the view model) and ``<name>.split.json`` (``{"shell", "parts"}``:
+    what a page gets in parts, etp_viz/explorer/parts.py) for every name in ``REAL``."""
+    from etp_viz.explorer.parts import every_part, split_view_model
+
     directory.mkdir(parents=True, exist_ok=True)
     for name in REAL:
         path = directory / f"{name}.json"
         if not path.exists():
             path.write_text(json.dumps(real_view_model(name)))
+        split_path = directory / f"{name}.split.json"
+        if not split_path.exists():
+            split = split_view_model(real_view_model(name))
+            split_path.write_text(json.dumps({"shell": split.shell, "parts": every_part(split)}))
     return directory

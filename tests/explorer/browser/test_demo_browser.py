@@ -173,7 +173,7 @@ def test_demo_static_fallback_uses_the_live_palette(open_page, demo_html, tmp_pa
     live = page.page.evaluate(LIVE_NODE_COLOURS)
     vm = page.page.evaluate(
         "() => document.querySelector('.etp-explorer').parentElement.etpExplorer"
-        ".model.get('view_model')"
+        ".model.get('view_shell')"
     )
     static = Explorer(view_model=vm).static_html()
     (tmp_path / "static.html").write_text(f"<!DOCTYPE html><meta charset=utf-8>{static}")

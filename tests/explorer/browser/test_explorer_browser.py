@@ -269,13 +269,13 @@ def test_user_strings_cannot_inject(harness):
 def test_errors_are_shown_not_fatal(harness):
     explorer = Explorer(load_real("gru"))
     state = explorer.frontend_state()
-    state["view_model"] = {"schema": SCHEMA_VERSION, "title": "broken"}
+    state["view_shell"] = {"schema": SCHEMA_VERSION, "title": "broken"}
     state["error"] = "ValueError: from python"
     page = harness(state, "broken")
     page.page.wait_for_selector(".etp-error:not([hidden])")
     assert "nodes" in page.page.text_content(".etp-error")
     # the widget is still alive: feed a good view model through the trait
-    page.page.evaluate("(vm) => window.etpModel.set('view_model', vm)", load_real("gru"))
+    page.page.evaluate("(vm) => window.etpModel.set('view_shell', vm)", load_real("gru"))
     wait_rendered(page)
     assert page.errors == [] and page.aborted == []
 
@@ -284,7 +284,7 @@ def test_a_view_model_of_another_version_is_refused_with_a_clear_error(harness):
     """A view model the page was not built for (an older etp_viz's saved state, a stale
     bundle) is not drawn: the widget says which versions differ and what to do."""
     state = Explorer(load_real("gru")).frontend_state()
-    state["view_model"] = {**state["view_model"], "schema": SCHEMA_VERSION + 1}
+    state["view_shell"] = {**state["view_shell"], "schema": SCHEMA_VERSION + 1}
     page = harness(state, "version")
     page.page.wait_for_selector(".etp-error:not([hidden])")
     text = page.page.text_content(".etp-error")
@@ -292,7 +292,7 @@ def test_a_view_model_of_another_version_is_refused_with_a_clear_error(harness):
     assert "re-run the cell" in text
     drawn = "document.querySelectorAll('[data-weight-name]').length"
     assert page.page.evaluate(drawn) == 0
-    page.page.evaluate("(vm) => window.etpModel.set('view_model', vm)", load_real("gru"))
+    page.page.evaluate("(vm) => window.etpModel.set('view_shell', vm)", load_real("gru"))
     wait_rendered(page)
     assert page.aborted == []
 

@@ -130,10 +130,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_notebook(path: Path) -> None:
+def write_notebook(path: Path, cells: list[str] = CELLS) -> None:
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": KERNEL, "language": "python"}
     nbformat.write(nb, str(path))
 
@@ -205,12 +205,12 @@ def jupyter_host(tmp_path):
     the server and its kernels are stopped at teardown."""
     procs: list[subprocess.Popen] = []
 
-    def start(host: str) -> tuple[str, str]:
+    def start(host: str, cells: list[str] = CELLS) -> tuple[str, str]:
         module, notebook_path = HOSTS[host]
         pytest.importorskip(module, reason=f"{module} is not installed (pip install {module})")
         root = tmp_path / "root"
         root.mkdir()
-        write_notebook(root / NOTEBOOK)
+        write_notebook(root / NOTEBOOK, cells)
         env = dict(os.environ, **write_jupyter_dirs(tmp_path))
         port = free_port()
         cmd = [
@@ -272,6 +272,80 @@ def test_live_step_in_a_real_jupyter_host(host, jupyter_host, browser, tmp_path)
         assert page.aborted == [], f"non-loopback requests: {page.aborted}"
     except BaseException as error:
         shot = tmp_path / f"{host}.png"
+        p.screenshot(path=str(shot), full_page=True)
+        error.add_note(f"screenshot: {shot}; console/page errors: {errors}")
+        raise
+    finally:
+        page.close()
+
+
+#: A 16-layer GRU stack (394 KB of view model: the page gets its shell, then parts)
+STACK_CELLS = [
+    CELLS[0],
+    "import brainstate\nimport jax.numpy as jnp\n\nimport etp_viz.nn as enn\n\n\n"
+    "class GRUStack(brainstate.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.layers = [enn.GRUCell(8, 8) for _ in range(16)]\n"
+    "        self.out = enn.Linear(8, 2)\n\n"
+    "    def update(self, x):\n"
+    "        for layer in self.layers:\n"
+    "            x = layer(x)\n"
+    "        return self.out(x)\n\n\n"
+    "model = GRUStack()\nbrainstate.nn.init_all_states(model)\n"
+    "with warnings.catch_warnings():\n"
+    '    warnings.simplefilter("ignore")\n'
+    "    ex = etp_viz.Explorer(etp_viz.compile_etrace_graph(model, jnp.zeros(8)))\n"
+    "ex",
+]
+APP = "document.querySelector('.etp-explorer').parentElement.etpExplorer"
+#: the id of the weight op of ``path`` once it is drawn, else null
+DRAWN_WEIGHT_OP = f"""(path) => {{
+  const app = {APP};
+  const nodes = app.index ? [...app.index.nodes.values()] : [];
+  const node = nodes.find((n) => n.etp && n.weight_path === path);
+  const dot = node && app.graph && app.graph.nodeToDot.get(node.id);
+  return dot && dot.startsWith("n") && document.getElementById(dot) ? node.id : null;
+}}"""
+
+
+def test_parts_of_a_deep_stack_come_over_the_comm(jupyter_host, browser, tmp_path):
+    """JupyterLab and a real kernel: the page holds the shell; opening a box draws its nodes
+    once their part came back over the comm, and a clicked weight's card gets its text."""
+    base, url = jupyter_host("jupyterlab", STACK_CELLS)
+    page = Page(browser, base)
+    p = page.page
+    errors = collect_errors(p)
+    try:
+        p.goto(url)
+        p.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
+        p.wait_for_function(KERNEL_READY, timeout=60000)
+        p.get_by_role("menuitem", name="Run", exact=True).click()
+        p.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        p.wait_for_function(RENDERED, timeout=120000)
+        assert p.evaluate(f"Boolean(({APP}).model.get('view_shell').parts)")
+        assert p.evaluate(f"({APP}).model.get('view_model')") is None  # not synced
+        assert p.evaluate(DRAWN_WEIGHT_OP, "layers.3.Wz.weight") is None
+        p.evaluate(
+            f"""() => {{ const app = {APP}; const dot = app.graph.clusterToDot.get("m:layers.3");
+              const click = new MouseEvent("click", {{bubbles: true}});
+              document.getElementById(dot).dispatchEvent(click);
+            }}"""
+        )
+        p.wait_for_function(DRAWN_WEIGHT_OP, arg="layers.3.Wz.weight", timeout=60000)
+        node = p.evaluate(DRAWN_WEIGHT_OP, "layers.3.Wz.weight")
+        record = p.evaluate(f"(id) => ({APP}).index.nodes.get(id)", node)
+        assert record["out_avals"] and record["source"], record
+
+        path = "layers.0.Wr.weight"
+        p.locator(f"[data-panel-body=weights] [data-weight='{path}']").click()
+        summary = p.locator(f"[data-panel-body=inspector] [data-summary='{path}']")
+        summary.wait_for(timeout=30000)
+        assert summary.inner_text().strip()
+        assert widget_errors(errors) == [], errors
+        assert page.aborted == [], f"non-loopback requests: {page.aborted}"
+    except BaseException as error:
+        shot = tmp_path / "parts.png"
         p.screenshot(path=str(shot), full_page=True)
         error.add_note(f"screenshot: {shot}; console/page errors: {errors}")
         raise

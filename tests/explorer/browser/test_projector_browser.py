@@ -220,7 +220,7 @@ def test_keyboard_only_selects_a_weight_and_reads_its_claim(harness, sine_state)
     assert p.evaluate(ring) == "dashed"
     p.keyboard.press("Enter")
     assert p.evaluate("window.etpModel.state.selected") == {"kind": "weight", "id": row}
-    weight = next(w for w in sine_state["view_model"]["weights"] if w["path"] == row)
+    weight = next(w for w in sine_state["view_shell"]["weights"] if w["path"] == row)
     inspector = p.inner_text("[data-panel-body=inspector]")
     assert row in inspector and weight["claim"] in inspector, inspector
     assert_clean(page)
