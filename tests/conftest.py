@@ -47,9 +47,9 @@ def x64_module():
 # time budget"), then the others as before, and each notebook is a unit of its own (one module of
 # ~6 min otherwise). A module missing here (renamed) only loses its place in the queue.
 SLOW_FIRST = (
-    "tests/test_notebooks.py::test_notebook_runs[06-online-learning-algorithms.ipynb]",
     "tests/learn/test_claims_property.py",
     "tests/learn/test_influence_claims_property.py",
+    "tests/test_notebooks.py::test_notebook_runs[06-online-learning-algorithms.ipynb]",
     "tests/test_notebooks.py::test_notebook_runs[07-why-online-learners-fall-behind.ipynb]",
     "tests/test_notebooks.py::test_notebook_runs[05-drtrl-vs-es-drtrl-vs-bptt.ipynb]",
     "tests/test_notebooks.py::test_notebook_runs[01-quickstart.ipynb]",
