@@ -3,7 +3,7 @@
 #   scripts/run_tests.sh VENV [MARKER EXPRESSION] [PHASE] [PATH ...]
 # PHASE: all (default), engine (everything but the browser tests) or browser. The engine's tests
 # run on two pytest-xdist workers (a module per worker at a time, the slowest first: see
-# tests/conftest.py); the browser tests, which start servers and Chromium, run in one process.
+# tests/conftest.py); the browser tests, which start servers and Chromium, on three (below).
 # PATHs (default: tests and the package's docstring examples) narrow the engine phase.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -71,10 +71,11 @@ if [ "$PHASE" != "browser" ]; then
   echo "$VENV: engine tests finished in $(( $(date +%s) - start )) s"
 fi
 if [ "$PHASE" != "engine" ]; then
-  # The browser tests wait on servers, kernels and Chromium about half the time: two workers
-  # (a module each at a time, each with its own Chromium and servers on free ports) fill the
-  # two cores (ETP_VIZ_BROWSER_WORKERS=0: one process).
-  BROWSER_WORKERS="${ETP_VIZ_BROWSER_WORKERS:-2}"
+  # The browser tests wait on servers, kernels and Chromium about half the time: three
+  # workers (a module each at a time, each with its own Chromium and servers on free ports)
+  # fill the two cores (one process ~300 s, two 186 s, three 157 s on the idle machine;
+  # ETP_VIZ_BROWSER_WORKERS=0: one process).
+  BROWSER_WORKERS="${ETP_VIZ_BROWSER_WORKERS:-3}"
   browser_parallel=()
   if [ "$BROWSER_WORKERS" != "0" ] && "$VENV/bin/python" -c "import xdist" 2>/dev/null; then
     browser_parallel=(-n "$BROWSER_WORKERS" --dist loadscope)
