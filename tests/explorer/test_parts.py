@@ -29,30 +29,16 @@ HEAVY_NODE_FIELDS = ("badges", "params", "in_avals", "out_avals", "source")
 
 @functools.cache
 def gru_stack_view_model(depth: int) -> dict:
-    """The view model of ``depth`` GRU cells in series and a readout (bench/deep_stack.py)."""
-    import brainstate
-    import jax.numpy as jnp
-
+    """The view model of ``depth`` GRU cells in series and a readout (the stack
+    ``bench/view_parts.py`` measures: ``bench/deep_stack.py`` ``make_stack``)."""
     import etp_viz
-    import etp_viz.nn as enn
+    from bench.deep_stack import make_stack
     from etp_viz.view.model import build_view_model
 
-    class GRUStack(brainstate.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers = [enn.GRUCell(8, 8) for _ in range(depth)]
-            self.out = enn.Linear(8, 2)
-
-        def update(self, x):
-            for layer in self.layers:
-                x = layer(x)
-            return self.out(x)
-
-    model = GRUStack()
-    brainstate.nn.init_all_states(model)
+    model, x = make_stack(depth)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # excluded weights are expected here
-        graph = etp_viz.compile_etrace_graph(model, jnp.zeros(8))
+        graph = etp_viz.compile_etrace_graph(model, x)
     return build_view_model(graph).to_json()
 
 

@@ -245,6 +245,17 @@ def jupyter_host(tmp_path):
         stop_server(proc)
 
 
+def run_all_cells(p, url: str, rendered_timeout: int = 60000) -> None:
+    """Open the notebook at ``url``, wait for its kernel, run every cell (the host's Run menu)
+    and wait for the explorer to render."""
+    p.goto(url)
+    p.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
+    p.wait_for_function(KERNEL_READY, timeout=60000)
+    p.get_by_role("menuitem", name="Run", exact=True).click()
+    p.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    p.wait_for_function(RENDERED, timeout=rendered_timeout)
+
+
 @pytest.mark.parametrize("host", sorted(HOSTS))
 def test_live_step_in_a_real_jupyter_host(host, jupyter_host, browser, tmp_path):
     base, url = jupyter_host(host)
@@ -252,12 +263,7 @@ def test_live_step_in_a_real_jupyter_host(host, jupyter_host, browser, tmp_path)
     p = page.page
     errors = collect_errors(p)
     try:
-        p.goto(url)
-        p.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
-        p.wait_for_function(KERNEL_READY, timeout=60000)
-        p.get_by_role("menuitem", name="Run", exact=True).click()
-        p.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        p.wait_for_function(RENDERED, timeout=60000)
+        run_all_cells(p, url)
         first_output = p.locator(".jp-Cell").first.locator(".jp-OutputArea-output")
         assert first_output.inner_text().strip() == sys.executable
 
@@ -317,12 +323,7 @@ def test_parts_of_a_deep_stack_come_over_the_comm(jupyter_host, browser, tmp_pat
     p = page.page
     errors = collect_errors(p)
     try:
-        p.goto(url)
-        p.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
-        p.wait_for_function(KERNEL_READY, timeout=60000)
-        p.get_by_role("menuitem", name="Run", exact=True).click()
-        p.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        p.wait_for_function(RENDERED, timeout=120000)
+        run_all_cells(p, url, rendered_timeout=120000)
         assert p.evaluate(f"Boolean(({APP}).model.get('view_shell').parts)")
         assert p.evaluate(f"({APP}).model.get('view_model')") is None  # not synced
         assert p.evaluate(DRAWN_WEIGHT_OP, "layers.3.Wz.weight") is None
