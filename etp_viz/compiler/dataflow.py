@@ -76,6 +76,10 @@ class Flow:
         self.unperturbed = self.bits_of_paths(graph.hidden_perturb.in_group_reads)
         #: equation index -> the dotted path of the relation's weight that it computes
         self.rel_name = {i: _dot(rel.weight_path) for rel, i in zip(self.relations, self.rel_eqn)}
+        # a fused gate's blocks (learned or not) are named with their columns
+        self.rel_name.update(
+            (b.eqn_index, f"{_dot(b.weight_path)} {b.describe()}") for b in minfo.blocks
+        )
         self._indexes: dict = {}
         self._found: dict = {}
         self._forward()

@@ -86,6 +86,9 @@ class ModuleInfo(NamedTuple):
     def_use: DefUse
     #: what ``lift=True`` rewrote (a :class:`etp_viz.compiler.lift.LiftReport`); None without
     lifting: Any = None
+    #: the blocks of fused weight ops (:class:`etp_viz.compiler.lift.blocks.WeightBlock`):
+    #: one ETP equation per gate of a ``split`` product (brainstate's ``LSTMCell.W``)
+    blocks: tuple = ()
 
     @property
     def arg_invars(self) -> list:
@@ -192,7 +195,8 @@ def extract_module_info(model: Any, *args: Any, lift: bool = False, **kwargs: An
     lifting = None
     if lift:
         flat, lifting = _lift(flat, states, maps, state_id_to_path)
-        jaxpr = flat.jaxpr
+    flat, blocks, lifting = _split_blocks(flat, maps, lifting)
+    jaxpr = flat.jaxpr
     def_use = DefUse(jaxpr)
     _check_writes(states, written, state_outvars, state_id_to_path, def_use, jaxpr)
     if not maps["hidden_path_to_invar"]:
@@ -220,6 +224,7 @@ def extract_module_info(model: Any, *args: Any, lift: bool = False, **kwargs: An
         nested_jit_eqns=flat.nested_in,
         def_use=def_use,
         lifting=lifting,
+        blocks=blocks,
         **maps,
     )
 
@@ -239,6 +244,17 @@ def _lift(flat: Any, states: Sequence[Any], maps: dict, state_id_to_path: dict) 
                 for var, key in zip(maps["weight_path_to_invars"][path], keys)
             )
     return lift_plain_ops(flat, maps["invar_to_weight_path"], maps["weight_path_to_invars"], names)
+
+
+def _split_blocks(flat: Any, maps: dict, lifting: Any) -> tuple:
+    """The step with its fused weight ops cut into blocks (:mod:`.lift.blocks`), the blocks,
+    and the lifting report with its equation indices moved to the new step."""
+    from .lift.blocks import split_fused_gates
+
+    flat, blocks, moved = split_fused_gates(flat, maps["invar_to_weight_path"])
+    if blocks and lifting is not None:
+        lifting = lifting.moved(moved, blocks)
+    return flat, blocks, lifting
 
 
 def _check_model_and_args(model: Any, kwargs: dict) -> None:

@@ -65,6 +65,7 @@ from ..dataflow import (
     leaf_name,
     relation_leaves,
 )
+from .blocks import leaf_block_claims
 from .records import CLAIM_KINDS as CLAIM_KINDS
 from .records import DEFAULT_LEARNER as DEFAULT_LEARNER
 from .records import DERIVATIONS as DERIVATIONS
@@ -147,7 +148,10 @@ def gradient_claims(graph: Any, algorithm: Any = DEFAULT_LEARNER) -> GradientCla
             uses = users.get((path, leaf_index), [])
             readout = (path, leaf_index) in readout_leaves
             drops = [d for r in uses for d in rel_drops[r]]
-            drops += _plain_drops(flow, flow.leaf_bit[leaf], key, plain_reach)
+            plain = _plain_drops(flow, flow.leaf_bit[leaf], key, plain_reach)
+            extra = [(ES_REASON, ())] if uses and derivation == "es_d_rtrl" else []
+            blocks, plain = leaf_block_claims(graph, flow, path, uses, rel_drops, extra, plain)
+            drops += plain
             drops += _shared_drops(flow, uses)
             silent = [rel_silent[r] for r in uses]
             if not uses and not readout:
@@ -173,6 +177,7 @@ def gradient_claims(graph: Any, algorithm: Any = DEFAULT_LEARNER) -> GradientCla
                 readout=readout,
                 weight_path=tuple(path),
                 leaf_index=leaf_index,
+                blocks=blocks,
             )
     return adjust(claims) if adjust is not None else claims
 

@@ -79,9 +79,12 @@ class GradientClaim:
     readout: bool = False
     weight_path: tuple = ()
     leaf_index: int = 0
+    #: a fused gate weight's claim per block of columns (:class:`.blocks.BlockClaim`)
+    blocks: tuple = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **({"blocks": [b.to_json() for b in self.blocks]} if self.blocks else {}),
             "path": self.path,
             "kind": self.kind,
             "reason": self.reason,

@@ -37,6 +37,8 @@ class LiftedOp(NamedTuple):
     replaced: tuple
     #: the weight operand's parameter leaves (``(path, leaf index)``)
     leaves: tuple
+    #: a fused gate cut into blocks (:mod:`.blocks`): every block's ETP equation
+    block_eqn_indices: tuple = ()
 
 
 class NotLifted(NamedTuple):
@@ -56,8 +58,34 @@ class LiftReport(NamedTuple):
     not_lifted: tuple
 
     def lifted_at(self, eqn_index: int) -> LiftedOp | None:
-        """The lifted op whose ETP equation is ``eqn_index`` (None: not a lifted one)."""
-        return next((op for op in self.lifted if op.eqn_index == eqn_index), None)
+        """The lifted op whose ETP equation is ``eqn_index`` (a block's too; None: not a
+        lifted one)."""
+        return next(
+            (
+                op
+                for op in self.lifted
+                if op.eqn_index == eqn_index or eqn_index in op.block_eqn_indices
+            ),
+            None,
+        )
+
+    def moved(self, new_index: dict, blocks: tuple) -> LiftReport:
+        """The report on the step with its fused ops cut into ``blocks`` (``new_index``: old
+        equation index -> new)."""
+        groups: dict = {}  # first block's equation -> every block's (blocks come per op)
+        first = -1
+        for block in blocks:
+            first = block.eqn_index if block.index == 0 else first
+            groups.setdefault(first, []).append(block.eqn_index)
+
+        def moved_op(op: LiftedOp) -> LiftedOp:
+            at = new_index.get(op.eqn_index, -1)
+            return op._replace(eqn_index=at, block_eqn_indices=tuple(groups.get(at, ())))
+
+        return LiftReport(
+            tuple(moved_op(op) for op in self.lifted),
+            tuple(m._replace(eqn_index=new_index.get(m.eqn_index, -1)) for m in self.not_lifted),
+        )
 
 
 def lift_plain_ops(
@@ -175,6 +203,8 @@ class _Splicer:
         self.flat = flat
         self.traced: dict = {}
         self.new_index: dict = {}
+        #: ``{id(plan): [indices of its ETP equations]}`` (a fused gate's blocks: several)
+        self.etp_rows: dict = {}
 
     def prepare(self, plan: Plan) -> str:
         """Trace ``plan.fn``; a reason when it cannot replace the plain op (else '')."""
@@ -230,7 +260,8 @@ class _Splicer:
             if old is not None:
                 self.new_index[old] = new_index
             if owner is not None:
-                where[id(owner)] = new_index
+                where.setdefault(id(owner), new_index)
+                self.etp_rows.setdefault(id(owner), []).append(new_index)
         lifted = build_jaxpr(constvars, flat.invars, jaxpr.outvars, eqns)
         return InlinedJaxpr(lifted, consts, constvars, list(flat.invars), nested_in), where
 
