@@ -63,13 +63,11 @@ class CompareExplorer(RunningExplorer):
     def lesson(self) -> Any:
         """The lesson summary: each learner's final scores against chance, its loss as a
         multiple of the exact reference's and the terms it drops
-        (:func:`~etp_viz.live.lesson.lesson_summary`)."""
-        from etp_viz.live.lesson import lesson_summary, reference_learner
+        (the comparison's :meth:`~etp_viz.live.runner.Runner.lesson`)."""
+        from etp_viz.live.lesson import reference_learner
         from etp_viz.view.plain import dropped_terms
 
-        return lesson_summary(
-            self.histories,
-            budget=self.comparison.budget,
+        return self.comparison.lesson(
             reference=reference_learner(self.exact_learners),
             dropped=dropped_terms((self.view_model or {}).get("weights") or []),
         )

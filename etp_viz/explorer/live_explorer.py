@@ -8,15 +8,16 @@ The front end can drive the session with requests ``live_step`` / ``live_run`` /
 ``live_pause`` / ``live_reset`` / ``live_set`` (answered with ``{"id", "result", "error"}``);
 failures and user-code errors are shown through the ``error`` trait.
 
-With a task, Run stops at the task recipe's step budget (``task.recipe().steps``: the lesson
-ends there) and ``live_status["lesson"]`` carries the lesson summary
-(:func:`~etp_viz.live.lesson.lesson_summary`: final scores against chance, the gap to the
-exact reference, the dropped terms); ``run(past_budget=True)`` (the page's Continue button)
-goes on past it. ``live_status["compiling"]`` names the learner compiling before its first
-frame. The loss and accuracy panels get the whole run too (``overview/<name>`` messages:
-per bucket the first step, mean, min and max; :meth:`~etp_viz.live.history.History.overview`),
-and so does each trace magnitude (``overview/trace/…``, at most twice a second during a run):
-the page's scrubber replays the graph's trace colouring and the panels at any past step.
+With a task, Run stops at the session's budget (the task recipe's ``task.recipe().steps``,
+set by the :class:`Session` itself: the lesson ends there) and ``live_status["lesson"]``
+carries the session's lesson summary (:meth:`Session.lesson
+<etp_viz.live.runner.Runner.lesson>`: final scores against chance, the gap to the exact
+reference, the dropped terms); ``run(past_budget=True)`` (the page's Continue button) goes on
+past it. ``live_status["compiling"]`` names the learner compiling before its first frame. The
+loss and accuracy panels get the whole run too (``overview/<name>`` messages: per bucket the
+first step, mean, min and max; :meth:`~etp_viz.live.history.History.overview`), and so does
+each trace magnitude (``overview/trace/…``, at most twice a second during a run): the page's
+scrubber replays the graph's trace colouring and the panels at any past step.
 
 Examples
 --------
@@ -38,7 +39,7 @@ import numpy as np
 from etp_viz.learn.knobs import knobs_of
 from etp_viz.learn.registry import DecayingTraces, canonical_name, graph_claim_names, name_of
 from etp_viz.live.fidelity import VERIFY_STEPS, set_decay, verify_session
-from etp_viz.live.lesson import LessonSummary, lesson_budget, lesson_summary
+from etp_viz.live.lesson import LessonSummary
 from etp_viz.live.session import SESSION_OPTIONS, Session
 from etp_viz.view.plain import dropped_terms
 from etp_viz.view.weights import with_learner_claims
@@ -93,16 +94,9 @@ class LiveExplorer(RunningExplorer):
     def lesson(self) -> LessonSummary:
         """The lesson summary of the run so far: the final loss and accuracy (episode
         averages) against chance, and the weights this learner does not learn exactly with
-        the terms it drops (:func:`~etp_viz.live.lesson.lesson_summary`)."""
-        label = str(self.session.history.meta.get("algorithm", "learner"))
+        the terms it drops: the session's :meth:`~etp_viz.live.runner.Runner.lesson`."""
         weights = (self.view_model or {}).get("weights") or []
-        summary = lesson_summary(
-            {label: self.session.history},
-            budget=self.session.budget,
-            dropped=dropped_terms(weights),
-        )
-        summary.dropped = {label if k == "" else k: v for k, v in summary.dropped.items()}
-        return summary
+        return self.session.lesson(dropped=dropped_terms(weights))
 
     @property
     def history(self) -> Any:
@@ -350,8 +344,7 @@ def build_explorer(model: Any, *example_inputs: Any, **options: Any) -> Explorer
         return _compare(model, example_inputs[0], live, options, max_rate)
     if lift:  # the learner, by name, built with lift=True (a built one is used as is)
         live["algorithm"] = lifted_learner(model, live.get("algorithm"), live)
-    session = Session(model, example_inputs[0], **live)
-    session.budget = lesson_budget(live.get("task"))  # Run stops where the lesson ends
+    session = Session(model, example_inputs[0], **live)  # its budget: the task's lesson
     graph = session.algorithm.graph
     if graph is None:
         from etp_viz.compiler import compile_etrace_graph
@@ -388,8 +381,7 @@ def _compare(model: Any, x: Any, live: dict, options: dict, max_rate: float) -> 
             "mesh= is for one algorithm; compare mode runs every algorithm on one device."
         )
     live.pop("mesh", None)
-    comparison = Comparison(model, x, live.pop("algorithm"), **live)
-    comparison.budget = lesson_budget(live.get("task"))  # Run stops where the lesson ends
+    comparison = Comparison(model, x, live.pop("algorithm"), **live)  # budget: the lesson's
     first = next(iter(comparison.sessions.values()))
     graph = first.algorithm.graph or compile_etrace_graph(first.model, x)
     return CompareExplorer(graph, comparison, max_rate=max_rate, **options)

@@ -14,6 +14,9 @@ time per step (frames that compiled and the fidelity replays are not counted) an
 of the learner's own state (traces, influence matrix or window buffers, in bytes; the model's
 own states are the same for all).
 
+With a task, :meth:`~Comparison.run` stops at the recipe's step budget (:attr:`~Comparison.budget`,
+as a session's) and :meth:`~Comparison.lesson` scores every learner against the exact reference.
+
 While paused, :meth:`Comparison.set_knob` moves a learner knob (ES-D-RTRL's ``decay``,
 truncated BPTT's ``window``, e-prop's ``kappa_filter_decay``, SnAp's ``n``): every learner
 that takes it is rebuilt at the current step, the others are untouched.
@@ -45,9 +48,17 @@ import brainstate
 import numpy as np
 
 from etp_viz.learn.knobs import KNOBS, knobs_of
-from etp_viz.learn.registry import LEARNERS, learner_bytes, resolve, spec_of, unbuilt_learner
+from etp_viz.learn.registry import (
+    LEARNERS,
+    REFERENCE_LEARNER,
+    learner_bytes,
+    resolve,
+    spec_of,
+    unbuilt_learner,
+)
 
 from .history import History
+from .lesson import lesson_budget
 from .runner import Runner
 from .session import SESSION_OPTIONS, Session
 from .sources import DataSource, assemble_session, live_algorithm_name, session_options
@@ -215,6 +226,7 @@ class Comparison(Runner[dict[str, History]]):
         self.model = model
         self.example_input = x
         self.options = opts
+        self.budget = lesson_budget(opts["task"])  # run() stops where the task's lesson ends
         spf = opts["steps_per_frame"]
         self.auto_round = spf == "auto"
         self.steps_per_round = 16 if self.auto_round else max(1, int(spf))
@@ -439,6 +451,12 @@ class Comparison(Runner[dict[str, History]]):
 
     def _result(self) -> dict[str, History]:
         return self.histories
+
+    def _lesson_runs(self) -> dict[str, History]:
+        return self.histories
+
+    def _lesson_reference(self) -> str | None:
+        return REFERENCE_LEARNER if REFERENCE_LEARNER in self.sessions else None
 
     def _adapt(self, size: int, seconds: float) -> None:
         """'auto' rounds: towards the power of two of steps that makes a round last about

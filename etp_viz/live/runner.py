@@ -52,6 +52,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Self, TypeVar
 
+from .history import History
+from .lesson import LessonSummary, lesson_summary
 from .sources import UserCodeError, frame_option
 
 __all__ = [
@@ -80,8 +82,10 @@ class Runner(Generic[ResultT]):
         self._listeners: list[Callable[[Self, str], None]] = []
         #: The last error of user code (data or loss) or of a background run; None when clear.
         self.error: str | None = None
-        #: The step at which :meth:`run` without ``n_steps`` stops (a task's lesson ends
-        #: there: ``task.recipe().steps``, set by the explorer); None: it runs until paused.
+        #: The step at which :meth:`run` without ``n_steps`` stops: a session or comparison
+        #: with a task sets it to the recipe's budget (``task.recipe().steps``,
+        #: :func:`~etp_viz.live.lesson.lesson_budget`), where its lesson ends; None (no
+        #: task): it runs until paused. The page, compare mode and a script read this one.
         self.budget: int | None = None
 
     # -- what a subclass says --------------------------------------------------------------
@@ -109,6 +113,14 @@ class Runner(Generic[ResultT]):
     def _result(self) -> ResultT:
         """What :meth:`step` returns."""
         raise NotImplementedError
+
+    def _lesson_runs(self) -> dict[str, History]:
+        """The histories a lesson summary scores, by learner label."""
+        raise NotImplementedError
+
+    def _lesson_reference(self) -> str | None:
+        """The label the gap is measured against when :meth:`lesson` is given none."""
+        return None
 
     # -- shared ----------------------------------------------------------------------------
     @property
@@ -159,6 +171,33 @@ class Runner(Generic[ResultT]):
     def position(self) -> int:
         """The step reached (``step_count`` of a session or a comparison)."""
         raise NotImplementedError
+
+    def lesson(
+        self,
+        *,
+        reference: str | None = None,
+        dropped: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> LessonSummary:
+        """The lesson summary of the run so far (:func:`~etp_viz.live.lesson.lesson_summary`):
+        each learner's final loss and accuracy (episode averages) against chance, the gap to
+        the exact reference, the :attr:`budget`. The page shows this object, a saved page
+        carries its JSON and a notebook prints it: one summary everywhere.
+
+        ``reference``: the label of the exact reference (default: a comparison's ``bptt``
+        when it runs one; the compare page passes the learner claimed exact on every weight).
+        ``dropped``: per learner the weights it does not learn exactly, in plain words (the
+        page's :func:`etp_viz.view.plain.dropped_terms`; one learner's may be keyed ``""``).
+        """
+        runs = self._lesson_runs()
+        dropped = dict(dropped or {})
+        if len(runs) == 1 and "" in dropped:  # one learner's terms, keyed by its label
+            dropped[next(iter(runs))] = dropped.pop("")
+        return lesson_summary(
+            runs,
+            budget=self.budget,
+            reference=reference if reference is not None else self._lesson_reference(),
+            dropped=dropped,
+        )
 
     @property
     def budget_reached(self) -> bool:

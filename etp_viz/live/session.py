@@ -21,29 +21,25 @@ the call the frame's record is pulled to the host in one transfer, appended to
 :attr:`Session.history`, and listeners (the widget) are told. A frame is split only at
 fidelity checkpoints.
 
-Recording cost: the loss is recorded every step; the heavy metrics (trace norms, df / dh-dh,
-gradient and weight-change norms: one pass over a parameter- or trace-sized array each) on
-every ``record_every``-th step of a frame and on its last step (NaN in the history means "not
-measured"). The frame is a scan over blocks of ``record_every`` steps: ``record_every - 1``
-plain training steps, then one measured step, so an unmeasured step costs what the bare
-algorithm step costs (see :mod:`~etp_viz.live.frame_step`). ``'auto'`` frame lengths and
-measuring intervals follow the measured step time (see :class:`~etp_viz.live.runner.Pacer`).
+Recording cost: the loss is recorded every step, the heavy metrics (trace norms, df / dh-dh,
+gradient and weight-change norms) on every ``record_every``-th step of a frame and its last
+(NaN in the history: "not measured"): a frame scans blocks of ``record_every - 1`` plain steps
+and one measured step (:mod:`~etp_viz.live.frame_step`). ``'auto'`` frame lengths and measuring
+intervals follow the measured step time (:class:`~etp_viz.live.runner.Pacer`). The frame and
+the fidelity meter read small typed contexts (:meth:`Session.frame_context`,
+:meth:`Session.meter_context`); step / run / pause / reset and :meth:`~Runner.lesson` are
+:class:`~etp_viz.live.runner.Runner`'s, shared with compare mode. With a task, :meth:`run`
+stops at the recipe's step budget (:attr:`budget`), where the task's lesson ends.
 
-The frame and the fidelity meter read small typed contexts (:meth:`Session.frame_context`,
-:meth:`Session.meter_context`), not the session; step / run / pause / reset are
-:class:`~etp_viz.live.runner.Runner`'s, shared with compare mode.
-
-Failures: a frame checks, once after its scan, the loss of every step, every measured value,
-every parameter and every hidden state. If one is NaN/inf, the frame is replayed from the
-states it started from with every step checked (loss, each parameter after the update, each
-hidden state: one ``all(isfinite)`` per array), which pauses the session at the exact failing
-step and names what went non-finite (:attr:`History.failure`: ``loss``, ``weight/<path>``,
-``hidden/<path>``, plus the heavy metrics, measured on the failing step too). A non-finite
-trace is caught through the weights it updates (the online gradient is trace x learning
-signal); on its own it is seen on measured steps only. The weights keep their last finite
-values and the history before the failure is intact. An exception in the user's data or loss
-function is stored in :attr:`Session.error`, raised as :class:`UserCodeError` from
-:meth:`step`, and the session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
+Failures: a frame checks, after its scan, the loss of every step, every measured value,
+parameter and hidden state. If one is NaN/inf, the frame is replayed from its start states
+with every step checked (one ``all(isfinite)`` per array), which pauses the session at the
+failing step and names what went non-finite (:attr:`History.failure`: ``loss``,
+``weight/<path>``, ``hidden/<path>``, the heavy metrics). A non-finite trace is caught through
+the weights it updates (or on a measured step). The weights keep their last finite values and
+the history before the failure is intact. An exception in the user's data or loss function is
+stored in :attr:`Session.error`, raised as :class:`UserCodeError` from :meth:`step`, and the
+session stays usable (fix it with :meth:`set_loss` / :meth:`set_data`).
 """
 
 from __future__ import annotations
@@ -73,6 +69,7 @@ from .frame_step import (
     snapshot_states,
 )
 from .history import History, load_history, summary_text, task_levels
+from .lesson import lesson_budget
 from .runner import FRAME_SECONDS, ChunkLengths, Pacer, Runner
 from .sources import (
     DataSource,
@@ -122,7 +119,9 @@ class Session(Runner[History]):
         ``'ostl_recurrent'``, ``'ostl_feedforward'``, ``'bptt'``) or an instance for options,
         e.g. ``etp_viz.EProp(model, kappa_filter_decay=0.9)``.
     task : teaching task, optional
-        ``etp_viz.tasks.*``: gives the data (``step_data(t)``) and the loss.
+        ``etp_viz.tasks.*``: gives the data (``step_data(t)``), the loss and the
+        :attr:`budget` (its recipe's ``steps``: :meth:`run` stops there; ``run(past_budget=True)``
+        goes on, ``session.budget = None`` drops it).
     data : callable or iterable, optional
         ``t -> (x_t, y_t)`` or an iterable of pairs (instead of ``task``).
     loss : callable, optional
@@ -188,6 +187,7 @@ class Session(Runner[History]):
         self.params = self.probe.param_states
         self._pacer = Pacer(opts["steps_per_frame"], opts["record_every"], self.recorder.capacity)
         task = checked_task(opts["task"])
+        self.budget = lesson_budget(task)  # run() stops where the task's lesson ends
         self._states_cache: list[brainstate.State] | None = None
         self._initial_values = {id(s): (s, s.value) for s in self._all_states()}
         #: the episode resets (None: one continuing stream)
@@ -564,13 +564,14 @@ class Session(Runner[History]):
     def _result(self) -> History:
         return self.history
 
+    def _lesson_runs(self) -> dict[str, History]:
+        return {str(self.history.meta["algorithm"]): self.history}
+
     def _halted_message(self) -> str:
         return str((self.history.failure or {}).get("message", ""))
 
     def _adapt_frame_size(self, steps: int, seconds: float) -> None:
-        """``'auto'`` frame length and measuring interval from a landed frame's time (see
-        :class:`~etp_viz.live.runner.Pacer`)."""
-        self._pacer.observe(steps, seconds)
+        self._pacer.observe(steps, seconds)  # 'auto' frames and measuring (runner.Pacer)
 
     def _restore(self) -> None:
         """The initial weights, hidden states and traces; history and meter cleared."""
@@ -583,7 +584,6 @@ class Session(Runner[History]):
         if self._fidelity is not None:
             self._fidelity.clear()
 
-    # -- saving ----------------------------------------------------------------------------
     def save_history(self, path: str) -> None:
         """Write :attr:`history` to ``path`` (``.npz``); read it with ``load_history``."""
         self.history.save(path)
@@ -592,7 +592,7 @@ class Session(Runner[History]):
 
     def summary(self) -> str:
         """A few lines: steps, final loss (an episode average), failure, last fidelity
-        (:func:`~etp_viz.live.history.summary_text`)."""
+        (:func:`~etp_viz.live.history.summary_text`); the lesson's score: :meth:`lesson`."""
         return summary_text(self.history, self.error)
 
     def __repr__(self) -> str:

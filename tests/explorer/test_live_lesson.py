@@ -144,3 +144,13 @@ def test_compare_mode_compiles_with_a_count_and_measures_the_gap_to_the_exact_re
     assert terms and not any("equation" in t for t in terms), terms
     overview = [(c, b) for c, b in ex.sent if c["name"] == "overview/loss"][-1][0]
     assert overview["shape"][:1] == [2] and overview["shape"][2] == 4
+
+
+def test_the_page_reads_the_sessions_budget_and_lesson():
+    """The budget and the summary are the session's (etp_viz.live), the page only shows them."""
+    ex = show(ShortSine(budget=24), tiny=True, steps_per_frame=8)
+    ex.session.budget = 16  # moved on the session: the page's Run follows it
+    ex.run(background=False)
+    assert ex.session.step_count == 16 and ex.live_status["budget"] == 16
+    assert ex.live_status["lesson"] == ex.lesson().to_json()
+    assert ex.lesson().to_json() == ex.session.lesson(dropped=ex.lesson().dropped).to_json()
