@@ -98,6 +98,10 @@ class VerifyReport:
         The gradients' dtype (the tolerance of an exact claim depends on it).
     tolerance : float
         Relative error above which an ``exact`` claim is a contradiction.
+    blocks : tuple of VerifyRow
+        Per block of columns of a fused gate weight (brainstate's ``LSTMCell.W``: ``i, g, f,
+        o``), its block claim against the same columns of the two gradients
+        (``cell.W.weight[..., 0:8] (i)``); their contradictions count too.
     """
 
     rows: tuple
@@ -105,11 +109,12 @@ class VerifyReport:
     num_steps: int
     dtype: str
     tolerance: float
+    blocks: tuple = ()
 
     @property
     def contradictions(self) -> list[VerifyRow]:
-        """Rows whose claim the numbers refute."""
-        return [row for row in self.rows if row.contradiction]
+        """Rows (and block rows) whose claim the numbers refute."""
+        return [row for row in (*self.rows, *self.blocks) if row.contradiction]
 
     @property
     def unverified(self) -> list[VerifyRow]:
@@ -148,14 +153,14 @@ class VerifyReport:
 
     def table(self) -> str:
         """A plain-text table, one line per weight leaf."""
-        width = max([len("weight"), *(len(r.path) for r in self.rows)])
+        width = max([len("weight"), *(len(r.path) for r in (*self.rows, *self.blocks))])
         lines = [
             f"verify: {self.algorithm} vs BPTT over {self.num_steps} steps ({self.dtype}; "
             f"exact means rel. error <= {self.tolerance:g})",
             f"{'weight':<{width}}  {'claim':<11} {'cosine':>9} {'rel.err':>9} "
             f"{'|online|':>9} {'|true|':>9}",
         ]
-        for r in self.rows:
+        for r in (*self.rows, *self.blocks):
             flag = f"  <- CONTRADICTION: {r.contradiction}" if r.contradiction else ""
             flag = flag or ("  (not verified: BPTT's gradient is 0 here)" if r.unverified else "")
             lines.append(
@@ -175,7 +180,7 @@ class VerifyReport:
             for h in ("weight", "claim", "cosine", "rel. error", "|online|", "|true|", "")
         )
         body = []
-        for r in self.rows:
+        for r in (*self.rows, *self.blocks):
             style = " style='background:#ffcdd2'" if r.contradiction else ""
             style = style or (" style='color:#777'" if r.unverified else "")
             body.append(
@@ -198,6 +203,7 @@ class VerifyReport:
             "dtype": self.dtype,
             "tolerance": self.tolerance,
             "rows": [r.to_json() for r in self.rows],
+            "blocks": [r.to_json() for r in self.blocks],
             "contradictions": len(self.contradictions),
             "unverified": len(self.unverified),
             "verified_nothing": self.verified_nothing,
@@ -436,7 +442,7 @@ def _restore(saved: list) -> None:
 
 
 def _report(claims: Any, online: dict, true: dict, algorithm: str, steps: int) -> VerifyReport:
-    rows = []
+    rows, blocks = [], []
     dtypes = set()
     for path, true_tree in true.items():
         got = online.get(tuple(path))
@@ -450,12 +456,18 @@ def _report(claims: Any, online: dict, true: dict, algorithm: str, steps: int) -
             claim = claims.leaf(name)
             kind, reason = (claim.kind, claim.reason) if claim is not None else ("none", "")
             rows.append(_row(name, kind, reason, o.ravel(), t.ravel()))
+            for b in claim.blocks if claim is not None else ():
+                cols = (Ellipsis, slice(b.start, b.stop))
+                label = "" if b.label.startswith("block ") else f" ({b.label})"
+                where = f"{name}[..., {b.start}:{b.stop}]{label}"
+                blocks.append(_row(where, b.kind, b.reason, o[cols].ravel(), t[cols].ravel()))
     dtype = np.dtype(max(dtypes, key=lambda d: d.itemsize)) if dtypes else np.dtype("float32")
     tolerance = EXACT_TOLERANCE.get(dtype, 2e-3)
     scale = max([r.true_norm for r in rows if np.isfinite(r.true_norm)] or [0.0])
     floor = 1e3 * float(np.finfo(dtype).eps) * scale  # below it, a gradient is rounding
     rows = [_untested(_judge(row, tolerance, scale), floor) for row in rows]
-    return VerifyReport(tuple(rows), algorithm, steps, str(dtype), tolerance)
+    blocks = [_untested(_judge(row, tolerance, scale), floor) for row in blocks]
+    return VerifyReport(tuple(rows), algorithm, steps, str(dtype), tolerance, tuple(blocks))
 
 
 def _row(path: str, kind: str, reason: str, online: np.ndarray, true: np.ndarray) -> VerifyRow:
