@@ -145,3 +145,23 @@ def test_slices_are_blocks_named_by_their_assignments():
 def test_what_is_not_a_clean_cut_of_the_last_axis_is_left_alone(cut):
     minfo = extract_module_info(_gates(cut), jnp.zeros(IN), lift=True)
     assert minfo.blocks == ()
+
+
+def test_a_call_in_the_chain_is_cut_with_the_blocks():
+    """``jax.nn.relu`` is a ``custom_jvp_call`` around a ``jit``: evaluated per block through
+    its body (typed for the whole product, it cannot be bound on a block)."""
+
+    def cut(y):
+        a, b = jnp.split(jax.nn.relu(y) * 2.0, 2)
+        return a, b
+
+    model = _gates(cut)
+    x = jnp.linspace(-1.0, 1.0, IN)
+    minfo = extract_module_info(model, x, lift=True)
+    assert [b.label for b in minfo.blocks] == ["a", "b"]
+    states = [
+        jnp.ones(N) if isinstance(s, brainstate.HiddenState) else s.value
+        for s in minfo.compiled_model_states
+    ]
+    want = extract_module_info(model, x).jaxpr_call(states, x)[0]
+    np.testing.assert_allclose(minfo.jaxpr_call(states, x)[0], want, rtol=1e-6)

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from etp_viz import _compat
 
-from .._jaxpr import CALL_PRIMITIVE_NAMES, CUSTOM_CALL_PRIMITIVE_NAMES, InlinedJaxpr, eval_jaxpr
+from .._jaxpr import CALL_PRIMITIVE_NAMES, CUSTOM_CALL_PRIMITIVE_NAMES, InlinedJaxpr
 from .._positions import ELEMENTWISE_PRIMITIVE_NAMES, is_position_preserving
 from .plans import Plan
 from .rewrite import _Splicer
@@ -212,8 +212,7 @@ def _elementwise(eqn: Any, value: Any, shape: tuple) -> bool:
     if name not in ELEMENTWISE_PRIMITIVE_NAMES and name not in _CALLS:
         return False
     for atom in eqn.invars:
-        atom_shape = tuple(getattr(getattr(atom, "aval", None), "shape", ()))
-        if atom is not value and atom_shape not in ((), shape):
+        if atom is not value and tuple(atom.aval.shape) not in ((), shape):
             return False
     flags = [_compat.is_var(a) and a is value for a in eqn.invars]
     return is_position_preserving(eqn, flags)
@@ -293,15 +292,25 @@ def _block_fn(etp: Any, chain: list, fused: _Fused):
 
 
 def _apply(eqn: Any, vals: list) -> Any:
-    if eqn.primitive.name in _CALLS:  # an element-wise body (a custom_jvp relu), evaluated
-        from .._jaxpr import sub_jaxprs
+    """``eqn`` applied to one block's values: an element-wise primitive bound as it is; a call
+    (a ``custom_jvp`` relu, a ``jit``) evaluated through its body on the block's shapes (its
+    jaxpr is typed for the whole product; a custom derivative rule becomes the body's own)."""
+    if eqn.primitive.name not in _CALLS:
+        return eqn.primitive.bind(*vals, **eqn.params)
+    from .._jaxpr import sub_jaxprs
 
-        body = sub_jaxprs(eqn)[0][1]
-        closed = eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr")
-        consts = list(getattr(closed, "consts", ()))
-        n = len(vals) - len(body.invars)
-        return eval_jaxpr(body, consts, *vals[max(n, 0) :])[0]
-    return eqn.primitive.bind(*vals, **eqn.params)
+    body = sub_jaxprs(eqn)[0][1]
+    closed = eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr")
+    consts = list(closed.consts) if closed is not None else []
+    env = dict(zip(body.constvars, consts))
+    env.update(zip(body.invars, vals[len(vals) - len(body.invars) :]))
+
+    def read(atom: Any) -> Any:
+        return atom.val if _compat.is_literal(atom) else env[atom]
+
+    for inner in body.eqns:
+        env[inner.outvars[0]] = _apply(inner, [read(a) for a in inner.invars])
+    return read(body.outvars[0])
 
 
 def _weight_path(eqns: list, index: int, weight_path_of: dict) -> tuple:
