@@ -14,7 +14,10 @@ gradient the compiled graph claims exact on every weight of the task's model
 integrator's diagonal recurrence) must lower the labelled loss by at least
 ``EXACT_DROP`` (first vs last 10 % of the steps) or reach ``EXACT_ACCURACY``; any other
 learner by ``ONLINE_DROP``; every run must finish its budget with finite values and within
-``SECONDS`` of wall clock (compile included).
+``SECONDS`` of wall clock (compile included), and (issue 42) after the first ``SETTLE`` (10 %)
+of the steps no ``BUCKET``-step (400) mean of the labelled loss may be above chance
+(``stability``; the third table printed, ``bucket_loss`` / ``worst_bucket_loss`` / ``stable``
+per row).
 
 Per task and learner, one headless :class:`etp_viz.live.Session` built exactly as a user gets
 it: ``task = get_task(name, seed=seed)`` (the recipe's batch),
@@ -63,6 +66,9 @@ TASK_NAMES = ("sine", "leaky_integrator", "delayed_recall", "evidence_accumulati
 EXACT_DROP, EXACT_ACCURACY, ONLINE_DROP = 0.5, 0.9, 0.3
 #: the most wall-clock seconds a run may take on a 2-core CPU, compile included
 SECONDS = 60.0
+#: stability (issue 42): after the first ``SETTLE`` of the steps, no bucket of ``BUCKET``
+#: steps may have a mean labelled loss above chance
+BUCKET, SETTLE = 400, 0.1
 
 
 def task_learners(task) -> tuple[str, ...]:
@@ -100,12 +106,34 @@ def target(row: dict) -> dict:
         wanted = f">= {100 * ONLINE_DROP:.0f} % drop"
     finished = not row["halted"] and row["steps"] >= row["budget"]
     in_time = row["wall_seconds"] <= SECONDS
+    stable = row.get("stable", True) is not False
     return {
-        "target": ("exact: " if exact else "online: ") + wanted,
+        "target": ("exact: " if exact else "online: ") + wanted + ", no bucket above chance",
         "learned": bool(learned),
         "finished": bool(finished),
         "in_time": bool(in_time),
-        "met": bool(learned and finished and in_time),
+        "stable": bool(stable),
+        "met": bool(learned and finished and in_time and stable),
+    }
+
+
+def stability(loss: np.ndarray, mask: np.ndarray, chance: float) -> dict:
+    """The mean labelled loss of every ``BUCKET`` steps, and whether each one after the first
+    ``SETTLE`` of the run stays at or below ``chance`` (a run whose loss climbs back above
+    chance after it has learned teaches the wrong thing)."""
+    starts = list(range(0, len(loss) - BUCKET + 1, BUCKET))
+    means = [
+        float(loss[s : s + BUCKET][mask[s : s + BUCKET]].mean())
+        if mask[s : s + BUCKET].any()
+        else None
+        for s in starts
+    ]
+    settled = [m for s, m in zip(starts, means) if s >= SETTLE * len(loss) and m is not None]
+    worst = max(settled) if settled else None
+    return {
+        "bucket_loss": means,
+        "worst_bucket_loss": worst,
+        "stable": worst is None or worst <= chance,
     }
 
 
@@ -219,6 +247,7 @@ def run(task_name: str, algorithm: str, seed: int = 0, steps: int | None = None,
         "wall_seconds": wall,
         "load": os.getloadavg(),
         **summarize(loss, mask),
+        **stability(loss, mask, task.chance_loss),
         "accuracy": evaluate_accuracy(task, model),
         # the lesson's numbers: episode averages over the last 20 episodes, as the explorer's
         # lesson summary and notebook 07 compute them (etp_viz.live.episode_scores)
@@ -276,6 +305,7 @@ def table(rows: list) -> str:
                     ("halted", r.get("finished", True)),
                     ("slow", r.get("in_time", True)),
                     ("learned too little", r.get("learned", True)),
+                    ("above chance", r.get("stable", True)),
                 )
                 if not ok
             }
@@ -286,6 +316,28 @@ def table(rows: list) -> str:
             f"| {first:.3f} → {final:.3f} ({runs[0]['chance_loss']:.3f}) | {-100 * drop:+.0f} % "
             f"| {acc} | {runs[0].get('target', '')} | {met}/{len(runs)}"
             f"{' (' + ', '.join(misses) + ')' if misses else ''} | {rate:.0f} | {wall:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def stability_table(rows: list) -> str:
+    """Per task and learner: the worst ``BUCKET``-step mean loss after the first ``SETTLE``
+    of the steps, per seed, against chance (the issue 42 criterion)."""
+    lines = [
+        f"| task | learner | chance | worst {BUCKET}-step loss after {SETTLE:.0%}, per seed "
+        "| stable |",
+        "|---|---|---|---|---|",
+    ]
+    groups: dict = {}
+    for r in rows:
+        if r.get("worst_bucket_loss") is not None:
+            groups.setdefault((r["task"], r["algorithm"]), []).append(r)
+    for (task, algorithm), runs in groups.items():
+        worst = ", ".join(f"{r['worst_bucket_loss']:.3f} (seed {r['seed']})" for r in runs)
+        stable = sum(bool(r["stable"]) for r in runs)
+        lines.append(
+            f"| {task} | {algorithm} | {runs[0]['chance_loss']:.3f} | {worst} "
+            f"| {stable}/{len(runs)} |"
         )
     return "\n".join(lines)
 
@@ -367,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.table:
         rows = json.loads(Path(args.table).read_text())["rows"]
-        print(table(rows), lesson_table(rows), sep="\n\n")
+        print(table(rows), lesson_table(rows), stability_table(rows), sep="\n\n")
         return 0
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
@@ -403,14 +455,14 @@ def main(argv: list[str] | None = None) -> int:
             for seed in seeds:
                 rows.append(run(task_name, algorithm, seed, args.steps, recipe=changes))
                 keys = ("task", "algorithm", "seed", "steps", "drop", "accuracy", "target")
-                keys += ("met", "wall_seconds", "steps_per_second", "failure")
+                keys += ("worst_bucket_loss", "met", "wall_seconds", "steps_per_second", "failure")
                 print(json.dumps({k: rows[-1][k] for k in keys}), file=sys.stderr, flush=True)
                 out.write_text(json.dumps(record, indent=1))  # partial results survive
     record["machine"]["load_after"] = os.getloadavg()
     record["lesson_gap"] = lesson_gaps(rows)
     out.write_text(json.dumps(record, indent=1))
     print(f"lesson gap (D-RTRL / BPTT final loss, per seed): {record['lesson_gap']}")
-    print(table(rows), lesson_table(rows), sep="\n\n")
+    print(table(rows), lesson_table(rows), stability_table(rows), sep="\n\n")
     print(f"wrote {out}", file=sys.stderr)
     missed = [f"{r['task']}/{r['algorithm']}/seed {r['seed']}" for r in rows if not r["met"]]
     if missed:

@@ -38,10 +38,9 @@ FRAME = 100
 #: - leaky integrator, 1,500 of 3,000 steps: BPTT 0.987, D-RTRL 0.964;
 #: - delayed recall, full budget (Adam 1e-2, batch 32, one update per episode; the JSON):
 #:   BPTT 0.948 (0.941, 0.949), D-RTRL 0.657 (0.649, 0.636);
-#: - evidence accumulation: BPTT at 4,000 of 8,000 steps 0.377; D-RTRL at the full budget
-#:   0.423 (the JSON; seeds 1, 2: 0.603, 0.466). Not at 4,000 steps: D-RTRL's loss on seed 0
-#:   is not monotone (0.43 at step ~1,000, 0.78 at 4,000, 0.31 at 8,000), so at 4,000 it
-#:   is 21 % above its start (measured -0.209).
+#: - evidence accumulation, full budget (Adam 2e-3 since issue 42; at 3e-3 D-RTRL's loss on
+#:   seed 0 climbed back above chance, 0.43 at step ~1,000, 0.78 at 4,000):
+#:   BPTT 0.630 (seeds 1, 2: 0.685, 0.539), D-RTRL 0.405 (0.735, 0.763).
 EXPECTED = {
     ("sine", "bptt"): (10_000, 0.8),
     ("sine", "d_rtrl"): (10_000, 0.45),
@@ -49,7 +48,7 @@ EXPECTED = {
     ("leaky_integrator", "d_rtrl"): (1500, 0.85),
     ("delayed_recall", "bptt"): (4000, 0.8),
     ("delayed_recall", "d_rtrl"): (4000, 0.5),
-    ("evidence_accumulation", "bptt"): (4000, 0.25),
+    ("evidence_accumulation", "bptt"): (8000, 0.5),
     ("evidence_accumulation", "d_rtrl"): (8000, 0.3),
 }
 #: the lesson task: D-RTRL's final loss is at least this many times BPTT's at the budget
@@ -111,6 +110,44 @@ def test_default_recipe_lowers_the_loss(task_name, algorithm):
     )
 
 
+#: issue 42: after the first ``SETTLE`` of a run no ``BUCKET``-step mean of the labelled loss
+#: is above chance (``bench/tasks.py`` checks every listed learner over 3 seeds)
+BUCKET, SETTLE = 400, 0.1
+
+
+#: runs that still climb above chance (``bench/results/tasks-2026-11-29.json``: sine's
+#: D-RTRL / e-prop worst 400-step bucket 0.459 vs chance 0.395 on seed 0, 0.502 vs 0.273 on
+#: seed 1; ES-D-RTRL 0.428 vs 0.273 on seed 1): not fixed yet (issue 42)
+CLIMBS = {("sine", "d_rtrl")}
+
+
+@pytest.mark.parametrize(
+    ("task_name", "algorithm"),
+    [
+        pytest.param(*key, marks=pytest.mark.xfail(strict=True, reason="issue 42: open"))
+        if key in CLIMBS
+        else key
+        for key in sorted(EXPECTED)
+    ],
+)
+def test_no_bucket_climbs_back_above_chance(task_name, algorithm):
+    """The run of ``test_default_recipe_lowers_the_loss`` (cached), bucketed by steps as
+    ``bench/tasks.py`` does: a lesson whose loss climbs back above chance after it learned
+    (evidence accumulation's D-RTRL at Adam 3e-3: 0.71-0.78 vs 0.69 from step 1,600 to
+    5,200) teaches the wrong thing."""
+    task = get_task(task_name)
+    steps = EXPECTED[task_name, algorithm][0]
+    loss = np.asarray(history(task_name, algorithm, steps).loss, np.float64)
+    _, ys = task.sample_numpy((0, 0), task.batch_size)
+    labelled = np.ones(steps, bool)
+    if task.is_classification:
+        labelled = np.resize(np.abs(ys).reshape(task.n_steps, -1).sum(-1) > 0, steps)
+    starts = range(int(SETTLE * steps + BUCKET - 1) // BUCKET * BUCKET, steps - BUCKET + 1, BUCKET)
+    means = {s: loss[s : s + BUCKET][labelled[s : s + BUCKET]].mean() for s in starts}
+    above = {s: round(float(m), 3) for s, m in means.items() if m > task.chance_loss}
+    assert not above, f"{task_name}/{algorithm}: above chance {task.chance_loss:.3f} at {above}"
+
+
 def test_lesson_task_keeps_its_gap():
     task_name, gap = LESSON_GAP
     steps = EXPECTED[task_name, "bptt"][0]
@@ -124,7 +161,7 @@ def test_lesson_task_keeps_its_gap():
 
 
 def test_evidence_recipe_runs_its_budget_on_d_rtrl_over_one_stream():
-    """Issue 28's regression: under its own recipe (Adam 3e-3, batch 16, ALIF 32) D-RTRL on
+    """Issue 28's regression: under its recipe then (Adam 3e-3, batch 16, ALIF 32) D-RTRL on
     evidence accumulation halted at step ~3,100 ("non-finite value in: trace/r0.g0"): the
     differentiated ALIF reset made neurons' self-Jacobians larger than 1 and the trace,
     carried across the stream, overflowed. Run here on one continuing stream
