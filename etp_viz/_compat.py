@@ -149,26 +149,33 @@ def is_literal(atom: Any) -> bool:
 
 
 def eqn_user_frame(eqn: Any) -> tuple[str, int, str] | None:
-    """``(file_name, line, function_name)`` of the user code that emitted ``eqn``, or None.
+    """``(file_name, line, function_name)`` of the user code that emitted ``eqn``, or None:
+    the innermost of :func:`eqn_user_frames`."""
+    frames = eqn_user_frames(eqn)
+    return frames[0] if frames else None
 
-    ``source_info_util.user_frame`` takes the traceback (jax 0.10) or the SourceInfo itself
-    (some other versions); both are tried and any failure gives None.
+
+def eqn_user_frames(eqn: Any) -> list[tuple[str, int, str]]:
+    """Every ``(file_name, line, function_name)`` of non-JAX code on ``eqn``'s stack, innermost
+    first (a library's frames, then the user's code that called it); [] when unknown.
+
+    ``source_info_util.user_frames`` takes the traceback (jax 0.10) or the SourceInfo itself
+    (some other versions); both are tried and any failure gives [].
     """
     from jax._src import source_info_util
 
     source_info = getattr(eqn, "source_info", None)
     if source_info is None:
-        return None
+        return []
     for candidate in (getattr(source_info, "traceback", None), source_info):
         if candidate is None:
             continue
         try:
-            frame = source_info_util.user_frame(candidate)
+            frames = list(source_info_util.user_frames(candidate))
         except Exception:  # noqa: BLE001 - a version that wants the other argument
             continue
-        if frame is not None:
-            return frame.file_name, int(frame.start_line), frame.function_name
-    return None
+        return [(f.file_name, int(f.start_line), f.function_name) for f in frames]
+    return []
 
 
 def stateful_function_call(function: Any, state_values: list[Any], *args: Any) -> tuple[Any, Any]:
