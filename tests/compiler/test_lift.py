@@ -338,6 +338,8 @@ def test_ops_that_do_not_lift_say_why(x64, name):
     eqn = graph.module_info.jaxpr.eqns[miss.eqn_index]
     assert eqn.primitive.name == miss.primitive
     expected = f"ParamState {weight}: `{source}` ({miss.primitive}) was not lifted: {reason}."
+    # a change to try (the op's line is named where jax kept it: tests/learn/test_zoo.py)
+    assert "etp_viz.what_if(model, x, change=" in record.message
     for learner in CLAIM_LEARNERS:
         claim = graph.gradient_claims(learner)[weight]
         assert claim.kind == "none" and claim.reason.startswith(expected), claim.reason

@@ -56,7 +56,7 @@ def report_lifting(minfo: Any, diagnostics: DiagnosticCollector) -> None:
         path = miss.leaves[0][0] if miss.leaves else None
         name = ".".join(map(str, path)) if path is not None else "?"
         line, library = _source_line(minfo, miss.eqn_index)
-        at = f" at {line}" if line else ""
+        at = f" The op is at {line}." if line else ""
         if library:  # a layer the user did not write: no advice to rewrite it
             fix = (
                 " That op is in a library's code, not yours. To see what learning this weight "
@@ -72,8 +72,8 @@ def report_lifting(minfo: Any, diagnostics: DiagnosticCollector) -> None:
         diagnostics.emit(
             DiagnosticKind.OP_NOT_LIFTED,
             DiagnosticLevel.WARNING,
-            f"ParamState {name}: `{miss.source}` ({miss.primitive}){at} was not lifted: "
-            f"{miss.reason}.{fix}",
+            f"ParamState {name}: `{miss.source}` ({miss.primitive}) was not lifted: "
+            f"{miss.reason}.{at}{fix}",
             weight_path=path,
             eqn_indices=(miss.eqn_index,) if miss.eqn_index >= 0 else (),
             source=miss.source,
