@@ -27,8 +27,7 @@ class Entry(NamedTuple):
     """One model of the zoo.
 
     ``batch``: the batch size the model is run with (brainstate's convolutions take a batch
-    axis); ``needs``: optional packages; ``gap``: a weight leaf not learned online for a
-    reason that is the tool's, not the model's (the test checks that the reason says so).
+    axis); ``needs``: optional packages.
     """
 
     name: str
@@ -36,7 +35,6 @@ class Entry(NamedTuple):
     x_shape: tuple
     needs: tuple = ()
     batch: int | None = None
-    gap: dict = {}
 
     def available(self) -> str:
         """'' when the entry can be built here, else why not."""
@@ -157,12 +155,7 @@ CATALOGUE = (
         lambda: Recurrent(brainstate.nn.ScaledWSLinear(N, N)),
         (IN,),
     ),
-    Entry(
-        "brainstate.nn.SparseLinear",
-        _sparse_linear,
-        (IN,),
-        gap={"rec.weight": "csr_matvec"},  # no lifting rule for saiunit's CSR product yet
-    ),
+    Entry("brainstate.nn.SparseLinear", _sparse_linear, (IN,)),
     Entry("brainstate.nn.LoRA", _lora, (IN,)),
     # brainevent's CPU kernel for the event product is numba's
     Entry(

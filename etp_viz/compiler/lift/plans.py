@@ -164,6 +164,8 @@ def find_plans(jaxpr: Any, flags: dict, names: Callable[[Any], str]) -> tuple[li
             found = [_conv(ctx, index, weights[0])]
         elif name in ELEMENTWISE:
             found = [_marker(ctx, index, k) for k in weights]
+        elif name == "csr_matvec" and weights == [0]:
+            found = [_csr(ctx, index)]
         else:
             found = [_refuse_other(ctx, index, weights[0])]
         for item in found:
@@ -172,6 +174,43 @@ def find_plans(jaxpr: Any, flags: dict, names: Callable[[Any], str]) -> tuple[li
             else:
                 refusals.append(item)
     return plans, refusals
+
+
+# -- saiunit's CSR product (brainstate.nn.SparseLinear) ----------------------------------------
+
+
+def _csr(ctx: _Context, index: int) -> Plan | Refusal:
+    """``csr_matvec(data, indices, indptr, x)`` -> :func:`etp_viz.sparse_matmul` on the same
+    pattern: ``x @ M`` (``transpose=True``) as a CSR of ``M``, ``M @ x`` as the CSC of ``Mᵀ``
+    (the same three arrays). The indices stay operands (``OperandPattern``)."""
+    eqn = ctx.eqns[index]
+    data, indices, indptr, x = eqn.invars
+    out = eqn.outvars[0]
+    source = f"csr_matvec(x, {ctx.text(data)})"
+    problem = _dtype_problem(x, data, out)
+    if problem or len(x.aval.shape) != 1:
+        why = problem or "a batched CSR product (csr_matmat) has no lifting rule yet"
+        return Refusal(index, source, why, data)
+    rows, cols = eqn.params["shape"]
+    transpose = bool(eqn.params.get("transpose", False))
+    dtype = out.aval.dtype
+
+    def lifted_csr(data: Any, indices: Any, indptr: Any, x: Any) -> Any:
+        from saiunit import sparse
+
+        from etp_viz.ops import sparse_matmul
+
+        triple = (_cast(data, dtype), indices, indptr)
+        pattern = (
+            sparse.CSR(triple, shape=(rows, cols))
+            if transpose
+            else sparse.CSC(triple, shape=(cols, rows))
+        )
+        return sparse_matmul(_cast(x, dtype), triple[0], sparse_mat=pattern)
+
+    return Plan(
+        "sparse", index, (index,), lifted_csr, (data, indices, indptr, x), (out,), source, data
+    )
 
 
 # -- dot_general ------------------------------------------------------------------------------
