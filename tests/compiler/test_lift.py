@@ -385,3 +385,31 @@ def test_mixed_dtypes_are_cast_like_the_plain_product():
     (op,) = graph.module_info.lifting.lifted
     assert op.primitive == "etp_mv"
     assert graph.gradient_claims("d_rtrl")["W"].kind == "exact"
+
+
+class _LibraryLayer(brainstate.nn.Module):
+    """brainstate's Embedding (a custom_vjp around a gather) feeding a recurrent layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = brainstate.nn.Embedding(5, 4)
+        self.rec = brainstate.nn.Linear(4, 4)
+
+    def init_state(self, *args, **kwargs):
+        self.h = brainstate.HiddenState(jnp.zeros(4))
+
+    def update(self, ids):
+        self.h.value = jnp.tanh(self.emb(ids) + self.rec(self.h.value))
+        return self.h.value
+
+
+def test_an_op_in_a_library_layer_names_both_lines_and_offers_a_what_if():
+    model = _LibraryLayer()
+    brainstate.nn.init_all_states(model)
+    graph = compile_quiet(model, jnp.asarray(2), lift=True)
+    reason = graph.gradient_claims("d_rtrl")["emb.weight"].reason
+    assert "was not lifted" in reason
+    # the library's line, then the user's line that called it
+    assert "_embedding.py:" in reason and "called from" in reason and "test_lift.py:" in reason
+    # no advice to rewrite a layer the user did not write: a what-if instead
+    assert "Write it with" not in reason and "etp_viz.what_if(model, x" in reason
