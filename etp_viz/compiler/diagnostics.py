@@ -197,6 +197,49 @@ def _user_stacklevel() -> int:
     return level
 
 
+#: folders of installed packages: code there is a library's, not the user's
+_LIBRARY_FOLDERS = ("site-packages", "dist-packages")
+
+
+def source_line(eqns: Sequence[Any], index: int) -> tuple[str, bool]:
+    """``(where, in a library)`` of equation ``index``: ``"model.py:12"``, or for an op inside
+    an installed package's code ``"saiunit/sparse/_csr.py:1031, called from model.py:40"``
+    (the innermost line of the user's own code); ``("", False)`` when jax kept no line. Paths
+    are shown inside their package, or relative to the working directory.
+
+    A message about an op in a library's code never advises rewriting it: the user did not
+    write it.
+    """
+    from etp_viz import _compat
+
+    if index < 0 or index >= len(eqns):
+        return "", False
+    frames = _compat.eqn_user_frames(eqns[index])
+    if not frames:
+        return "", False
+    inner = f"{_short(frames[0][0])}:{frames[0][1]}"
+    if not _in_library(frames[0][0]):
+        return inner, False
+    mine = next((f for f in frames if not _in_library(f[0])), None)
+    return (f"{inner}, called from {_short(mine[0])}:{mine[1]}" if mine else inner), True
+
+
+def _in_library(file_name: str) -> bool:
+    return any(f"{os.sep}{folder}{os.sep}" in file_name for folder in _LIBRARY_FOLDERS)
+
+
+def _short(file_name: str) -> str:
+    for folder in _LIBRARY_FOLDERS:
+        marker = f"{os.sep}{folder}{os.sep}"
+        if marker in file_name:
+            return file_name.split(marker, 1)[1]
+    try:
+        relative = os.path.relpath(file_name)
+    except ValueError:  # another drive
+        return file_name
+    return file_name if relative.startswith("..") else relative
+
+
 def format_records(records: Sequence[CompilationRecord]) -> str:
     """Text of ``records`` grouped by kind (kinds in first-appearance order)."""
     by_kind: dict[DiagnosticKind, list[CompilationRecord]] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel
+from ..diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel, source_line
 from .rewrite import LiftedOp, LiftReport, NotLifted, lift_plain_ops
 
 __all__ = ["LiftReport", "LiftedOp", "NotLifted", "lift_plain_ops", "report_lifting"]
@@ -55,8 +55,8 @@ def report_lifting(minfo: Any, diagnostics: DiagnosticCollector) -> None:
     for miss in report.not_lifted:
         path = miss.leaves[0][0] if miss.leaves else None
         name = ".".join(map(str, path)) if path is not None else "?"
-        line, library = _source_line(minfo, miss.eqn_index)
-        at = f" The op is at {line}." if line else ""
+        line, library = source_line(minfo.jaxpr.eqns, miss.eqn_index)
+        at = f" The op is at {line}." if line and library else ""
         if library:  # a layer the user did not write: no advice to rewrite it
             fix = (
                 " That op is in a library's code, not yours. To see what learning this weight "
@@ -80,29 +80,3 @@ def report_lifting(minfo: Any, diagnostics: DiagnosticCollector) -> None:
             reason=miss.reason,
             source_line=line,
         )
-
-
-#: folders of installed packages: code there is a library's, not the user's
-_LIBRARY_FOLDERS = ("site-packages", "dist-packages")
-
-
-def _source_line(minfo: Any, index: int) -> tuple[str, bool]:
-    """``(where, in a library)`` of equation ``index``: ``"file.py:12"``, or for an op in an
-    installed package's code ``"saiunit/.../_csr.py:1031, called from model.py:40"`` (the
-    innermost line of the user's own code); ("", False) when unknown."""
-    from etp_viz import _compat
-
-    if index < 0 or index >= len(minfo.jaxpr.eqns):
-        return "", False
-    frames = _compat.eqn_user_frames(minfo.jaxpr.eqns[index])
-    if not frames:
-        return "", False
-    inner = f"{frames[0][0]}:{frames[0][1]}"
-    if not _in_library(frames[0][0]):
-        return inner, False
-    mine = next((f for f in frames if not _in_library(f[0])), None)
-    return (f"{inner}, called from {mine[0]}:{mine[1]}" if mine else inner), True
-
-
-def _in_library(file_name: str) -> bool:
-    return any(folder in file_name for folder in _LIBRARY_FOLDERS)
