@@ -112,6 +112,28 @@ class SurrogateLIF(brainstate.nn.Module):
         return self.out(self.z.value)
 
 
+class BrainpyLIF(brainstate.nn.Module):
+    """brainpy's state-based ``LIF`` (``brainpy.state``, saiunit units: ohm, ms, mV), driven by
+    a current in mA from an input and a recurrent ``brainstate.nn.Linear`` of its spikes."""
+
+    def __init__(self):
+        super().__init__()
+        import brainpy.state
+
+        self.w_in = brainstate.nn.Linear(IN, N)
+        self.w_rec = brainstate.nn.Linear(N, N)
+        self.lif = brainpy.state.LIF(N)
+        self.out = brainstate.nn.Linear(N, 2)
+
+    def update(self, x):
+        import saiunit as u
+
+        with brainstate.environ.context(dt=1.0 * u.ms):  # the integration step brainpy reads
+            z = self.lif.get_spike()
+            self.lif((self.w_in(x) + self.w_rec(z)) * (4.0 * u.mA))
+            return self.out(self.lif.get_spike())
+
+
 def _lora():
     return Recurrent(brainstate.nn.LoRA(N, 2, N))
 
@@ -168,6 +190,8 @@ CATALOGUE = (
     Entry("brainstate.nn.Conv1d", lambda: _conv(1), (5, IN), batch=1),
     Entry("brainstate.nn.Conv2d", lambda: _conv(2), (5, 5, IN), batch=1),
     Entry("LIF, braintools.surrogate.sigmoid", SurrogateLIF, (IN,), needs=("braintools",)),
+    # brainpy (the state-based neurons) installs beside brainstate 0.6 only (the 3.12 stack)
+    Entry("brainpy.state.LIF", BrainpyLIF, (IN,), needs=("brainpy.state",)),
     Entry(
         "LIF, braintools.surrogate.relu_grad",
         lambda: SurrogateLIF("relu_grad"),
