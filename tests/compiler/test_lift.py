@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import saiunit
 
 import etp_viz
 from etp_viz.compiler import DiagnosticKind, DiagnosticLevel, compile_etrace_graph
@@ -302,9 +303,10 @@ def _refused(body, params, x, hidden=(4,)):
 
 
 REFUSALS = {
+    # a row lookup lifts (tests/learn/test_lift_library_layers.py); a column lookup does not
     "an embedding lookup": (
-        lambda s, x, h: jnp.take(s.E.value, x.astype(jnp.int32), axis=0).sum(0) + h,
-        {"E": RNG.normal(size=(5, 4))},
+        lambda s, x, h: jnp.take(s.E.value, x.astype(jnp.int32), axis=1).sum(1) + h,
+        {"E": RNG.normal(size=(4, 5))},
         "E",
         "gather(x, E)",
         "a lookup `W[ids]` is an embedding: use etp_viz.embedding(ids, W)",
@@ -388,28 +390,29 @@ def test_mixed_dtypes_are_cast_like_the_plain_product():
 
 
 class _LibraryLayer(brainstate.nn.Module):
-    """brainstate's Embedding (a custom_vjp around a gather) feeding a recurrent layer."""
+    """brainstate's SparseLinear on a batch (saiunit's csr_matmat: no lifting rule yet) as the
+    recurrent map."""
 
     def __init__(self):
         super().__init__()
-        self.emb = brainstate.nn.Embedding(5, 4)
-        self.rec = brainstate.nn.Linear(4, 4)
+        dense = np.where(np.arange(16).reshape(4, 4) % 3 == 0, 0.3, 0.0)
+        self.rec = brainstate.nn.SparseLinear(saiunit.sparse.CSR.fromdense(dense))
 
-    def init_state(self, *args, **kwargs):
-        self.h = brainstate.HiddenState(jnp.zeros(4))
+    def init_state(self, batch_size=None, **kwargs):
+        self.h = brainstate.HiddenState(jnp.zeros((batch_size, 4)))
 
-    def update(self, ids):
-        self.h.value = jnp.tanh(self.emb(ids) + self.rec(self.h.value))
+    def update(self, x):
+        self.h.value = jnp.tanh(x + self.rec(self.h.value))
         return self.h.value
 
 
 def test_an_op_in_a_library_layer_names_both_lines_and_offers_a_what_if():
     model = _LibraryLayer()
-    brainstate.nn.init_all_states(model)
-    graph = compile_quiet(model, jnp.asarray(2), lift=True)
-    reason = graph.gradient_claims("d_rtrl")["emb.weight"].reason
-    assert "was not lifted" in reason
+    brainstate.nn.init_all_states(model, batch_size=2)
+    graph = compile_quiet(model, jnp.ones((2, 4)), lift=True)
+    reason = graph.gradient_claims("d_rtrl")["rec.weight"].reason
+    assert "was not lifted" in reason and "csr_matmat" in reason
     # the library's line, then the user's line that called it
-    assert "_embedding.py:" in reason and "called from" in reason and "test_lift.py:" in reason
+    assert "saiunit" in reason and "called from" in reason and "test_lift.py:" in reason
     # no advice to rewrite a layer the user did not write: a what-if instead
     assert "Write it with" not in reason and "etp_viz.what_if(model, x" in reason

@@ -36,6 +36,8 @@ import numpy as np
 
 from etp_viz import _compat
 
+from .._jaxpr import build_jaxpr, eval_jaxpr
+
 __all__ = [
     "ELEMENTWISE",
     "MARKED",
@@ -166,6 +168,8 @@ def find_plans(jaxpr: Any, flags: dict, names: Callable[[Any], str]) -> tuple[li
             found = [_marker(ctx, index, k) for k in weights]
         elif name == "csr_matvec" and weights == [0]:
             found = [_csr(ctx, index)]
+        elif _lookup_ids(ctx, eqn, weights[0]) is not None:
+            found = [_lookup(ctx, index, weights[0])]
         else:
             found = [_refuse_other(ctx, index, weights[0])]
         for item in found:
@@ -211,6 +215,99 @@ def _csr(ctx: _Context, index: int) -> Plan | Refusal:
     return Plan(
         "sparse", index, (index,), lifted_csr, (data, indices, indptr, x), (out,), source, data
     )
+
+
+# -- a row lookup (brainstate.nn.Embedding, jnp.take, W[ids]) ---------------------------------
+
+
+def _lookup_ids(ctx: _Context, eqn: Any, w_side: int) -> tuple | None:
+    """``(ids operand, form)`` when ``eqn`` reads a 2-D floating weight and integer runtime ids
+    and returns one row per id: ``"ids"`` (``(*P, D)`` for ids ``P``), ``"gather"`` (a
+    gather's index array, the ids with a trailing axis of 1) or ``"row"`` (``W[i]`` of a scalar
+    ``i``: a ``dynamic_slice`` of one whole row, ``(1, D)``; a full-width slice starts at
+    column 0 whatever its column operand)."""
+    table = eqn.invars[w_side]
+    if len(eqn.outvars) != 1 or w_side >= len(eqn.invars) or len(table.aval.shape) != 2:
+        return None
+    out = eqn.outvars[0].aval
+    rows, width = table.aval.shape
+    if eqn.primitive.name == "dynamic_slice" and w_side == 0 and len(eqn.invars) == 3:
+        ids = eqn.invars[1]
+        whole_row = tuple(eqn.params["slice_sizes"]) == (1, width) == tuple(out.shape)
+        form = "row" if whole_row and not ids.aval.shape else None
+    elif len(eqn.invars) == 2:
+        ids = eqn.invars[1 - w_side]
+        shape = tuple(ids.aval.shape)
+        form = None
+        if tuple(out.shape) == (*shape, width):
+            form = "ids"
+        elif shape and shape[-1] == 1 and tuple(out.shape) == (*shape[:-1], width):
+            form = "gather"
+    else:
+        return None
+    if form is None or not ctx.runtime(ids) or not np.issubdtype(ids.aval.dtype, np.integer):
+        return None
+    return (ids, form) if np.issubdtype(out.dtype, np.inexact) else None
+
+
+def _lookup(ctx: _Context, index: int, w_side: int) -> Plan | Refusal:
+    """An op that returns ``W[ids]`` -> :func:`etp_viz.embedding`, once a probe on a known
+    table and every id in range shows that it does (a ``gather``, a ``dynamic_slice`` of a
+    row, brainstate's ``custom_vjp`` lookup). Out-of-range ids are not probed: the plain op
+    clamps or fills them, the ETP op gives a zero row."""
+    eqn = ctx.eqns[index]
+    table = eqn.invars[w_side]
+    ids, form = _lookup_ids(ctx, eqn, w_side)
+    source = f"{ctx.text(table)}[ids]"
+    rows, width = table.aval.shape
+    dtype = eqn.outvars[0].aval.dtype
+    probe_table = np.arange(rows * width, dtype=dtype).reshape(rows, width)
+    size = int(np.prod(ids.aval.shape))
+    probe_ids = (np.arange(size) % rows).reshape(ids.aval.shape).astype(ids.aval.dtype)
+    args = [probe_table, probe_ids] if w_side == 0 else [probe_ids, probe_table]
+    if form == "row":
+        args.append(np.zeros((), eqn.invars[2].aval.dtype))
+    try:
+        alone = build_jaxpr([], list(eqn.invars), list(eqn.outvars), [eqn])
+        got = np.asarray(eval_jaxpr(alone, [], *args)[0])
+    except Exception as error:  # noqa: BLE001 - a primitive that cannot run alone
+        why = f"`{eqn.primitive.name}` could not be probed as a row lookup ({error})"
+        return Refusal(index, source, why, table)
+    want = probe_table[_lookup_rows(probe_ids, form)]
+    if got.shape != want.shape or not np.array_equal(got, want):
+        why = _OTHER_FIXES.get(eqn.primitive.name, "it reads the weight but is not a row lookup")
+        return Refusal(index, source, why, table)
+
+    # ``W[i]`` reads its row as (1, D) and squeezes it: the lookup of the scalar id is the row
+    after = ctx.consumers.get(eqn.outvars[0], [])
+    squeeze = (
+        form == "row"
+        and len(after) == 1
+        and ctx.eqns[after[0]].primitive.name == "squeeze"
+        and tuple(ctx.eqns[after[0]].params["dimensions"]) == (0,)
+        and eqn.outvars[0] not in ctx.results
+    )
+    if squeeze:
+        form = "scalar"
+        ctx.claimed.add(after[0])
+
+    def lifted_lookup(*operands: Any) -> Any:
+        from etp_viz.ops import embedding
+
+        ids_value = _lookup_rows(operands[1 if form in ("row", "scalar") else 1 - w_side], form)
+        return embedding(ids_value, _cast(operands[w_side], dtype))
+
+    outs = (ctx.eqns[after[0]].outvars[0],) if squeeze else (eqn.outvars[0],)
+    drop = (index, after[0]) if squeeze else (index,)
+    at = after[0] if squeeze else index
+    return Plan("lookup", at, drop, lifted_lookup, tuple(eqn.invars), outs, source, table)
+
+
+def _lookup_rows(ids: Any, form: str) -> Any:
+    """The row ids of a lookup's id operand (``form``: see :func:`_lookup_ids`)."""
+    if form == "gather":
+        return ids[..., 0]
+    return ids[None] if form == "row" else ids  # "ids", "scalar": as they are
 
 
 # -- dot_general ------------------------------------------------------------------------------
