@@ -12,11 +12,20 @@ is XLA's compiled memory analysis (arguments + outputs + temporaries - aliased) 
 function, at T and at 10 T for the online harness (flat in T = online).
 
 etp_viz runs in this interpreter (the project venv); braintrace in ``bench/.venv-braintrace``
-(Python >= 3.12), created on first use (``--setup``)::
+(Python >= 3.12) when it exists, else in this interpreter when ``import braintrace`` works
+there (``.venv312`` has braintrace 0.2.8 installed beside etp_viz), else in that venv created
+on first use (``--setup``)::
 
     .venv312/bin/python bench/vs_braintrace.py            # full run -> bench/results/
     .venv312/bin/python bench/vs_braintrace.py --quick    # smoke run (rnn/gru, n=64, T=10)
+    .venv312/bin/python bench/vs_braintrace.py --rows gru:256,rnn:256 --rounds 3
+    .venv312/bin/python bench/vs_braintrace.py --paired 40 --rows gru:256,rnn:256
     .venv312/bin/python bench/vs_braintrace.py --table bench/results/vs_braintrace-<date>.json
+
+``--paired N`` (both libraries in this interpreter) times ES_D_RTRL only, in one process per
+row: the two libraries' jitted calls alternate N times and the ratio is the median of the N
+per-pair ratios (with its quartiles), which a busy machine disturbs far less than a ratio of
+minima taken minutes apart.
 """
 
 from __future__ import annotations
@@ -40,9 +49,19 @@ FULL_CELLS = ("rnn", "gru", "lstm", "mgu", "minigru", "lif")
 MEMORY_COLUMNS = (("d_rtrl", "online"), ("es_d_rtrl", "online"), ("bptt", "-"))
 
 
+def _braintrace_python() -> Path:
+    """``bench/.venv-braintrace``'s python when it exists, else this interpreter when it has
+    braintrace, else the venv's path (created by :func:`_setup_braintrace`)."""
+    if BT_PYTHON.exists():
+        return BT_PYTHON
+    import importlib.util
+
+    return Path(sys.executable) if importlib.util.find_spec("braintrace") else BT_PYTHON
+
+
 def _setup_braintrace() -> None:
     """Create ``bench/.venv-braintrace`` with braintrace 0.2.8 (a benchmark peer only)."""
-    if BT_PYTHON.exists():
+    if _braintrace_python().exists():
         return
     pyenv_root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
     python = Path(pyenv_root) / "versions" / "3.12.1" / "bin" / "python3"
@@ -202,15 +221,23 @@ def _groups(quick: bool) -> list[dict]:
     return groups
 
 
+def _selected(groups: list[dict], rows: str | None) -> list[dict]:
+    """The groups named by ``--rows cell:n,...`` (all when None)."""
+    if not rows:
+        return groups
+    wanted = {(c, int(n)) for c, n in (row.split(":")[:2] for row in rows.split(","))}
+    return [g for g in groups if (g["cell"], g["n"]) in wanted and g["T"] <= 50]
+
+
 def sweep(args) -> dict:
     _setup_braintrace()
-    groups = _groups(args.quick)
+    groups = _selected(_groups(args.quick), args.rows)
     env = {} if args.default_malloc else FIXED_MALLOC
     records = []
     for round_index in range(args.rounds):
         for group in groups:
             # alternate which library goes first, so neither always runs on a warmer machine
-            order = [("etp_viz", Path(sys.executable)), ("braintrace", BT_PYTHON)]
+            order = [("etp_viz", Path(sys.executable)), ("braintrace", _braintrace_python())]
             for lib_name, python in order[:: 1 if round_index % 2 == 0 else -1]:
                 for record in _subprocess(python, lib_name, group, args.timeout, env):
                     record["round"] = round_index
@@ -227,10 +254,94 @@ def sweep(args) -> dict:
         },
         "versions": {
             "etp_viz": _version_of(Path(sys.executable), "etp_viz"),
-            "braintrace": _version_of(BT_PYTHON, "braintrace"),
+            "braintrace": _version_of(_braintrace_python(), "braintrace"),
         },
         "records": records,
     }
+
+
+def paired_row(cell: str, n: int, harness: str, pairs: int) -> dict:
+    """ES_D_RTRL on one (cell, n, harness) in both libraries in this process, calls alternated
+    (which library goes first alternates too); the median and quartiles of the per-pair ratios
+    etp_viz / braintrace."""
+    import statistics
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import braintrace
+    import jax
+
+    import etp_viz
+
+    jax.config.update("jax_enable_x64", False)
+    sys.path.insert(0, str(HERE))
+    import vs_braintrace_models as models
+
+    length = 50 if n <= 256 else 10
+    xs, targets = models.make_data(length)
+    fns = {}
+    for lib in (etp_viz, braintrace):
+        fn = models.online_harness(
+            lib, models.make_model(lib, cell, n), "es_d_rtrl", harness, xs[0]
+        )
+        for _ in range(3):  # compile, and braintrace's recompile on its second call
+            jax.block_until_ready(fn(xs, targets))
+        fns[lib.__name__] = fn
+    times: dict = {name: [] for name in fns}
+    for i in range(pairs):
+        for name in list(fns)[:: 1 if i % 2 == 0 else -1]:
+            start = time.perf_counter()
+            jax.block_until_ready(fns[name](xs, targets))
+            times[name].append(time.perf_counter() - start)
+    ratios = [e / b for e, b in zip(times["etp_viz"], times["braintrace"])]
+    quartiles = statistics.quantiles(ratios, n=4)
+    return {
+        "cell": cell, "n": n, "T": length, "harness": harness, "algorithm": "es_d_rtrl",
+        "pairs": pairs, "ratio_median": statistics.median(ratios),
+        "ratio_quartiles": [quartiles[0], quartiles[2]],
+        "ratio_of_minima": min(times["etp_viz"]) / min(times["braintrace"]),
+        "etp_viz_s": {"min": min(times["etp_viz"]), "median": statistics.median(times["etp_viz"])},
+        "braintrace_s": {
+            "min": min(times["braintrace"]), "median": statistics.median(times["braintrace"])
+        },
+        "load_average": os.getloadavg(),
+    }  # fmt: skip
+
+
+def paired(args) -> None:
+    """``--paired N``: :func:`paired_row` per selected row and harness, one process each."""
+    groups = _selected(_groups(False), args.rows or "gru:256,rnn:256")
+    records = []
+    for group in groups:
+        for harness in args.harnesses.split(","):
+            spec = {"cell": group["cell"], "n": group["n"], "harness": harness}
+            cmd = [
+                sys.executable,
+                __file__,
+                "--paired-one",
+                json.dumps({**spec, "pairs": args.paired}),
+            ]
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env={**os.environ, **FIXED_MALLOC}
+            )
+            record = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else (
+                spec | {"error": proc.stderr[-1500:]})  # fmt: skip
+            records.append(record)
+            print(json.dumps(record), flush=True)
+    result = {
+        "machine": {
+            "platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "gpu": "none lent to this session (CPU only)", "malloc_env": FIXED_MALLOC,
+            "note": "both libraries in one interpreter, calls alternated",
+        },
+        "versions": _machine("etp_viz") | {"braintrace": _machine("braintrace")["braintrace"]},
+        "records": records,
+    }  # fmt: skip
+    date = datetime.date.today().isoformat()
+    out = Path(args.out or HERE / "results" / f"vs_braintrace-paired-{date}.json")
+    out.write_text(json.dumps(result, indent=1))
+    print(f"recorded {out}")
 
 
 def _version_of(python: Path, lib_name: str) -> dict:
@@ -322,6 +433,10 @@ def main() -> None:
     parser.add_argument("--versions", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--default-malloc", action="store_true", help="no fixed malloc env")
     parser.add_argument("--setup", action="store_true", help="only create the braintrace venv")
+    parser.add_argument("--rows", default=None, help="only these cell:n groups, e.g. gru:256")
+    parser.add_argument("--paired", type=int, default=0, help="ES_D_RTRL paired calls per row")
+    parser.add_argument("--harnesses", default=",".join(HARNESSES), help="--paired harnesses")
+    parser.add_argument("--paired-one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         group = json.loads(args.one)
@@ -336,6 +451,12 @@ def main() -> None:
         return
     if args.setup:
         _setup_braintrace()
+        return
+    if args.paired_one:
+        print(json.dumps(paired_row(**json.loads(args.paired_one))))
+        return
+    if args.paired:
+        paired(args)
         return
     if args.table:
         print(table(json.loads(Path(args.table).read_text())))
