@@ -8,8 +8,8 @@ no extra work left there to remove; ``bench/README.md``). Per step it must hold
 
 * exactly one weight-gradient contraction (a ``dot`` producing a weight-shaped array) per
   learned ETP relation and one for the readout: one ``xy_to_dw`` per relation, not one per
-  (relation, state) or per (relation, group), and none for a weight whose claim is none (the
-  GRU's reset gate ``Wr``, whose ``y -> h`` path crosses the boundary ``Wh`` op);
+  (relation, state) or per (relation, group), and none for a weight not learned online (the
+  GRU's reset gate ``Wr``, which reaches ``h`` only through the ``Wh`` ETP op);
 * no ``transpose`` (the input trace's layout is the one the contraction reads);
 * no ``copy`` of a carried trace (a trace updated in place).
 
@@ -44,7 +44,7 @@ CELLS = {
     "lstm": lambda: nn.LSTMCell(NUM_IN, NUM_HID),
     "lif": lambda: nn.LIF(NUM_IN, NUM_HID, recurrent=True),
 }
-#: learned ETP relations with a 2-D weight per cell (the GRU's Wr: claim none)
+#: learned ETP relations with a 2-D weight per cell (the GRU's Wr: not learned online)
 WEIGHT_RELATIONS = {"tanh_rnn": 1, "gru": 2, "mgu": 2, "lstm": 4, "lif": 1}
 COPIES_DF_TRACES = pytest.mark.xfail(
     strict=True, reason="the df trace is copied every step (module docstring)"
