@@ -171,10 +171,12 @@ def find_hidden_groups_from_minfo(
     members = _merge_connected(minfo, paths, dep, diagnostics)
     needed = _backward_needed(minfo, members, cuts, coupled)
     groups = []
+    masks = [sum(1 << i for i in member) for member in members]
+    transitions = _transition_eqns(minfo, masks, dep, needed)
     for g_index, member in enumerate(members):
-        hidden_mask = sum(1 << i for i in member)
+        hidden_mask = masks[g_index]
         cut_here = _relevant_cuts(minfo, g_index, hidden_mask, cuts, needed)
-        group = _build_group(minfo, g_index, member, paths, dep, needed, recurrence)
+        group = _build_group(minfo, g_index, member, paths, transitions[g_index], recurrence)
         groups.append(group._replace(cut_eqn_indices=cut_here))
         _report_group(minfo, groups[-1], diagnostics, judged)
     _report_judgements(minfo, paths, judged, diagnostics)
@@ -313,16 +315,28 @@ def _backward_needed(minfo, members, cuts, coupled) -> dict:
     return needed
 
 
-def _build_group(minfo, g_index, member, paths, dep, needed, recurrence) -> HiddenGroup:
-    hidden_mask = sum(1 << i for i in member)
-    eqn_indices = []
+def _transition_eqns(minfo, masks: list, dep: dict, needed: dict) -> list:
+    """Per group, the equations of its transition: an output depends on the group's previous
+    hidden values (``dep``) and its new values need an output (``needed``). One pass over the
+    equations for every group (a deep stack has one group per layer)."""
+    found: list = [[] for _ in masks]
     for index, eqn in enumerate(minfo.jaxpr.eqns):
         VISITS.count += 1
-        outs = [v for v in eqn.outvars if _compat.is_var(v)]
-        if any(dep.get(v, 0) & hidden_mask for v in outs) and any(
-            needed.get(v, 0) >> g_index & 1 for v in outs
-        ):
-            eqn_indices.append(index)
+        depends, wanted = 0, 0
+        for v in eqn.outvars:
+            if _compat.is_var(v):
+                depends |= dep.get(v, 0)
+                wanted |= needed.get(v, 0)
+        while wanted:  # each group whose new value needs it (lowest bit first)
+            low = wanted & -wanted
+            g = low.bit_length() - 1
+            if depends & masks[g]:
+                found[g].append(index)
+            wanted ^= low
+    return found
+
+
+def _build_group(minfo, g_index, member, paths, eqn_indices, recurrence) -> HiddenGroup:
     group_paths = [paths[i] for i in member]
     invars = [minfo.hidden_path_to_invar[p] for p in group_paths]
     outvars = [minfo.hidden_path_to_outvar[p] for p in group_paths]
