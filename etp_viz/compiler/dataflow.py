@@ -382,12 +382,18 @@ def leaf_name(path: tuple, key: tuple) -> str:
     inside its value, a key equal to the path's last part not repeated (the leaf ``weight``
     of ``rnn.W.weight`` is ``rnn.W.weight``, its ``bias`` ``rnn.W.weight.bias``).
 
+    A saiunit ``Quantity`` is a pytree node whose one child, its mantissa, has the key
+    ``FlattenedIndexKey(0)`` (the unit is static): that last entry is not a name, so a
+    quantity-valued leaf has the name of the same leaf holding a plain array
+    (``syn.comm.weight``, not ``syn.comm.weight.weight.0``).
+
     >>> import jax
     >>> keys = [k for k, _ in jax.tree_util.tree_flatten_with_path({"weight": 0, "bias": 0})[0]]
     >>> [leaf_name(("rnn", "W", "weight"), k) for k in keys]
     ['rnn.W.weight.bias', 'rnn.W.weight']
     """
     parts = [str(p) for p in path]
+    key = _without_mantissa(tuple(key))
     for entry in key:
         for attr in ("key", "idx", "name"):
             if hasattr(entry, attr):
@@ -396,6 +402,15 @@ def leaf_name(path: tuple, key: tuple) -> str:
                     parts.append(part)
                 break
     return ".".join(parts)
+
+
+def _without_mantissa(key: tuple) -> tuple:
+    """``key`` without a last ``FlattenedIndexKey(0)``: the only child of a node flattened
+    without keys, a saiunit ``Quantity``'s mantissa (a node with several such children
+    keeps the index of every other child, so the names stay distinct)."""
+    if key and isinstance(key[-1], jax.tree_util.FlattenedIndexKey) and key[-1].key == 0:
+        return key[:-1]
+    return key
 
 
 def relation_leaves(rel: Any, key: str) -> tuple:
