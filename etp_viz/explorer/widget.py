@@ -57,6 +57,8 @@ DISPLAY_OPTIONS: dict[str, Any] = {
 #: smallest and largest text ``scale``
 SCALE_RANGE = (0.5, 3.0)
 SELECTION_KINDS = ("node", "weight", "group", "diagnostic", "relation", "cluster", "edge")
+#: cluster kinds that fold into one box and open (``expand`` / ``collapse``)
+FOLDING_CLUSTERS = ("subjaxpr", "cell")
 #: A static SVG in the notebook fallback is rendered only for graphs this small: Debian's
 #: ``dot`` takes minutes on large jaxprs.
 STATIC_SVG_MAX_NODES = 300
@@ -266,7 +268,8 @@ class Explorer(anywidget.AnyWidget):
         self.highlight = {}
 
     def expand(self, cluster_id: str) -> None:
-        """Expand a ``subjaxpr`` cluster (a ``branch`` cluster opens with its owner only)."""
+        """Expand a ``subjaxpr`` or ``cell`` cluster (a ``branch`` cluster opens with its
+        owner only)."""
         self._check_collapsible(cluster_id)
         if cluster_id not in self.expanded:
             self.expanded = [*self.expanded, cluster_id]
@@ -377,12 +380,12 @@ class Explorer(anywidget.AnyWidget):
         self._check_id("cluster", cluster_id)
         clusters = {c["id"]: c for c in (self.view_model or {}).get("clusters", [])}
         kind = clusters[cluster_id].get("kind")
-        if kind != "subjaxpr":
+        if kind not in FOLDING_CLUSTERS:
             parent = clusters[cluster_id].get("parent")
             hint = f"; expand its owner {parent!r}" if kind == "branch" and parent else ""
             raise ValueError(
-                f"cluster {cluster_id!r} is a {kind} cluster: only 'subjaxpr' clusters "
-                f"collapse and expand{hint}"
+                f"cluster {cluster_id!r} is a {kind} cluster: only 'subjaxpr' and 'cell' "
+                f"clusters collapse and expand{hint}"
             )
 
     def _expanded_to_show(self, node_id: str) -> list[str]:
@@ -392,7 +395,7 @@ class Explorer(anywidget.AnyWidget):
         result = list(self.expanded)
         cluster = node.get("cluster")
         while cluster in clusters:
-            if clusters[cluster].get("kind") == "subjaxpr" and cluster not in result:
+            if clusters[cluster].get("kind") in FOLDING_CLUSTERS and cluster not in result:
                 result.append(cluster)
             cluster = clusters[cluster].get("parent")
         return result

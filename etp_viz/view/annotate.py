@@ -17,6 +17,7 @@ from etp_viz._compat import is_var
 from etp_viz.compiler.diagnostics import CompilationRecord
 from etp_viz.compiler.graph import ETraceGraph
 
+from .cells import fold_cells
 from .nodes import JaxprGraphBuilder, Role, default_is_etp, path_text, role_node_id
 from .types import (
     Badge,
@@ -340,6 +341,7 @@ def build_from_etrace_graph(
     readouts = ann.readout_infos()
     bypasses = ann.bypass_infos()
     diagnostics = ann.diagnostic_infos()
+    fold_cells(ann.builder, ann.minfo.model, ann.minfo.closed_jaxpr, ins, outs)
     weights = classify_weights(ann, relations, readouts, diagnostics)
     for w in weights:  # label ETP equations with the weight they use and its status
         for node_id in w.node_ids:

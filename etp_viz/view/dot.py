@@ -203,7 +203,7 @@ def drawn_legend_keys(vm: Any, expanded: Iterable[str] = ()) -> list[str]:
         if cluster.id in drawn_clusters or any(
             c.parent == cluster.id and c.id in drawn_clusters for c in vm.clusters
         ):
-            keys.add("group" if cluster.kind == "group" else "subjaxpr")
+            keys.add(cluster.kind if cluster.kind in ("group", "cell") else "subjaxpr")
     from .palette import LEGEND
 
     return [e.key for e in LEGEND if e.key in keys]
@@ -304,6 +304,8 @@ def _assemble_clusters(vm: Any, bodies: dict) -> list[str]:
             if child.kind == "group":
                 fill, border = COLOURS["group_fill"], COLOURS["group_border"]
                 look = f'style="filled,rounded" fillcolor="{fill}" color="{border}" penwidth=1.5'
+            elif child.kind == "cell":  # drawn open: static output has no click to fold
+                look = f'style="rounded" color="{COLOURS["group_border"]}" penwidth=1.5'
             else:
                 look = f'style="dashed,rounded" color="{COLOURS["subjaxpr_border"]}"'
             lines.append(f"\tsubgraph {_quote('cluster_' + child.id)} {{\n")

@@ -278,6 +278,16 @@ LEGEND: tuple[LegendEntry, ...] = (
         "collapsed_border",
     ),
     _entry(
+        "cell",
+        "cell or neuron ▸",
+        "A cell or neuron of your model, folded into one box: its name and class as in your "
+        "code, its weights in the middle row, its hidden states at the bottom. Click it to "
+        "see its operations.",
+        "box",
+        "group_fill",
+        "group_border",
+    ),
+    _entry(
         "group",
         "hidden group",
         "Hidden states updated together; the learner keeps one eligibility trace per "

@@ -75,6 +75,11 @@ def _section_clusters(vm: Any) -> list[str]:
         state = "collapsed" if c.collapsed else "expanded"
         owner = f" node={c.node}" if c.node else ""
         lines.append(f"  {c.id} {c.kind} {c.label!r} parent={c.parent or '-'} {state}{owner}")
+        if c.kind == "cell":
+            lines.append(
+                f"    module={c.module_path} class={c.class_name} ports={list(c.ports)}"
+                f" hidden={list(c.hidden_paths)}"
+            )
     return lines
 
 

@@ -80,11 +80,17 @@ class Edge:
 @dataclass(frozen=True)
 class Cluster:
     id: str
-    kind: str  # subjaxpr | branch | group
+    kind: str  # subjaxpr | branch | group | cell
     label: str
     parent: str | None = None
     collapsed: bool = False
     node: str | None = None  # the equation that owns a subjaxpr cluster
+    #: a ``cell`` cluster (a module of the model holding hidden states, ``view/cells.py``):
+    #: its module path, class name, weights (drawn as the folded cell's ports) and hidden states
+    module_path: str | None = None
+    class_name: str | None = None
+    ports: tuple[str, ...] = ()
+    hidden_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ export function drawnKeys(index, graph, isDrawn = () => true) {
   const keys = new Set();
   const a = index.annotations;
   for (const item of graph.items) {
-    if (item.cluster) { keys.add("collapsed"); continue; }
+    if (item.cluster) { keys.add(item.cluster.kind === "cell" ? "cell" : "collapsed"); continue; }
     const n = item.node;
     if (!n) continue;
     keys.add(nodeKey(n));
@@ -141,7 +141,7 @@ export function drawnKeys(index, graph, isDrawn = () => true) {
   for (const e of graph.edges) keys.add(edgeKey(index, e.vmIds));
   for (const [clusterId, dotId] of graph.clusterToDot) {
     if (!dotId.startsWith("s") || !isDrawn(dotId)) continue;
-    keys.add(index.clusters.get(clusterId)?.kind === "group" ? "group" : "subjaxpr");
+    keys.add(boxKey(index.clusters.get(clusterId)?.kind));
   }
   return keys;
 }
@@ -176,6 +176,7 @@ export function dotHeader(index, options, large) {
  */
 export function itemStatement(index, item) {
   if (item.node) return `${item.dotId} [id="${item.dotId}" ${formatAttrs(nodeAttrs(index, item.node))}];`;
+  if (item.cluster.kind === "cell") return `${item.dotId} [id="${item.dotId}" ${formatAttrs(cellAttrs(index, item.cluster))}];`;
   const size = index.clusterSize.get(item.cluster.id) || 0;
   const attrs = { shape: "box3d", style: "filled", fillcolor: index.colours.collapsed, color: index.colours.collapsed_border,
     label: `${truncate(item.cluster.label)}\n${size} eqns ▸` };
@@ -192,6 +193,7 @@ export function itemStatement(index, item) {
 export function clusterStatement(index, cluster, dotId, options) {
   const attrs = cluster.kind === "group"
     ? { style: "filled,rounded", fillcolor: index.colours.group_fill, color: index.colours.group_border, penwidth: "1.5" }
+    : cluster.kind === "cell" ? { style: "rounded", color: index.colours.group_border, penwidth: "1.5" }
     : { style: "dashed,rounded", color: index.colours.subjaxpr_border };
   return `id="${dotId}"; ${Object.entries({ ...attrs, label: truncate(cluster.label, 60) })
     .map(([k, v]) => `${k}="${escapeDot(v)}";`).join(" ")} fontsize="${options.font_size || NODE_FONT_SIZE}";`;
@@ -215,4 +217,45 @@ export function edgeAttrs(index, vmIds, counted = true) {
   if (EDGE_LINE[key]) attrs.style = EDGE_LINE[key];
   if (counted && vmIds.length > 1) attrs.label = `×${vmIds.length}`;
   return attrs;
+}
+
+/** The legend key of a drawn box (an opened cluster) of this kind. @param {string|undefined} kind */
+export function boxKey(kind) {
+  return kind === "group" ? "group" : kind === "cell" ? "cell" : "subjaxpr";
+}
+
+/** Record-label text: the record syntax's own characters become look-alikes. @param {string} text */
+function recordText(text) {
+  return String(text).replace(/[{<]/g, "(").replace(/[}>]/g, ")").replace(/[|]/g, "/");
+}
+
+/**
+ * A weight's name on its cell's port: its path below the cell, without a Linear's trailing
+ * `.weight` (`cell.W.weight` in cell `cell` -> `W`).
+ * @param {string} cellPath
+ * @param {string} weightPath
+ */
+export function portName(cellPath, weightPath) {
+  const below = weightPath.startsWith(`${cellPath}.`) ? weightPath.slice(cellPath.length + 1) : weightPath;
+  const parts = below.split(".");
+  return parts.length > 1 && parts[parts.length - 1] === "weight" ? parts.slice(0, -1).join(".") : below;
+}
+
+/**
+ * The DOT attributes of a folded cell (a collapsed `cell` cluster): one record node, its name
+ * and class on top, one port per weight (port `w<i>`, the weight's name), its hidden states
+ * at the bottom.
+ * @param {Index} index
+ * @param {any} cell  the cluster
+ * @returns {Record<string, string>}
+ */
+export function cellAttrs(index, cell) {
+  const ports = (cell.ports || []).map((/** @type {string} */ w, /** @type {number} */ i) =>
+    `<w${i}> ${recordText(truncate(portName(cell.module_path || "", w), 24))}`);
+  const hidden = (cell.hidden_paths || []).map((/** @type {string} */ h) => portName(cell.module_path || "", h));
+  const fields = [`${recordText(truncate(cell.label, 40))} ▸`];
+  if (ports.length) fields.push(`{${ports.join("|")}}`);
+  if (hidden.length) fields.push(recordText(truncate(hidden.join(", "), 40)));
+  return { shape: "Mrecord", style: "filled", fillcolor: index.colours.group_fill, color: index.colours.group_border,
+    penwidth: "1.5", label: `{${fields.join("|")}}` };
 }

@@ -4,7 +4,7 @@
  * become single nodes), the DOT text for it, and the mapping between DOT ids and view-model
  * ids. Pure functions, no DOM: tested with `node --test`.
  */
-import { COLORS, NODE_FONT_SIZE, formatAttrs, dotHeader, itemStatement, clusterStatement, edgeAttrs, nodeKey, edgeKey } from "./dot-style.js";
+import { COLORS, NODE_FONT_SIZE, formatAttrs, dotHeader, itemStatement, clusterStatement, edgeAttrs, nodeKey, edgeKey, boxKey } from "./dot-style.js";
 
 export { COLORS, NODE_FONT_SIZE, nodeKey, nodeStyle, edgeKey, drawnKeys } from "./dot-style.js";
 
@@ -16,7 +16,7 @@ export { COLORS, NODE_FONT_SIZE, nodeKey, nodeStyle, edgeKey, drawnKeys } from "
 export const MIN_LABEL_PX = 10.5;
 
 /** Cluster kinds the viewer collapses to one node ("branch" clusters only with their parent). */
-export const COLLAPSIBLE = new Set(["subjaxpr", "module"]);
+export const COLLAPSIBLE = new Set(["subjaxpr", "module", "cell"]);
 const MODULES_PER_RANGE = 16;
 
 /**
@@ -233,7 +233,10 @@ function* withModulesSteps(index) {
   }
   const names = [...new Set([...module.values()].filter(Boolean))];
   if (names.length < 2) return null;
-  const idOf = (/** @type {string|undefined} */ m) => (m ? `m:${m}` : null);
+  /** a module the view model already folds as a top-level cell is its own box */
+  const cellOf = new Map();
+  for (const c of index.clusters.values()) if (c.kind === "cell" && !c.parent && c.module_path) cellOf.set(c.module_path, c.id);
+  const idOf = (/** @type {string|undefined} */ m) => (m ? cellOf.get(m) ?? `m:${m}` : null);
   yield;
   const nodes = [];
   for (const n of vm.nodes) {
@@ -261,11 +264,12 @@ function* withModulesSteps(index) {
     if (rangeId) added.push({ id: rangeId, kind: "module", label: `${part[0]} … ${part[part.length - 1]} (${part.length} modules)`, parent: null, collapsed: true });
     for (const m of part) {
       rangeOf.set(m, rangeId);
-      added.push({ id: `m:${m}`, kind: "module", label: m, parent: rangeId, collapsed: true });
+      if (!cellOf.has(m)) added.push({ id: `m:${m}`, kind: "module", label: m, parent: rangeId, collapsed: true });
     }
   }
   const clusters = (vm.clusters || []).map((c) => {
     if (c.parent) return c;
+    if (c.kind === "cell" && cellOf.get(c.module_path) === c.id) return { ...c, parent: rangeOf.get(c.module_path) ?? null };
     if (c.kind === "group") {
       const members = [...(groupModules.get(c.id) || [])];
       return { ...c, parent: members.length === 1 ? idOf(members[0]) : null };
@@ -567,7 +571,11 @@ export function tooltipFor(/** @type {Index} */ index, /** @type {VisibleGraph} 
   }
   const c = index.clusters.get(ref.id);
   if (!c) return "";
-  const meaning = legend(dotId.startsWith("k") ? "collapsed" : c.kind === "group" ? "group" : "subjaxpr");
-  return [`${c.label} (${index.clusterSize.get(c.id) || 0} operations)${dotId.startsWith("k") ? " — click to expand" : ""}`,
-    meaning ? meaning.title : ""].filter(Boolean).join("\n");
+  const folded = dotId.startsWith("k");
+  const meaning = legend(c.kind === "cell" ? "cell" : folded ? "collapsed" : boxKey(c.kind));
+  const cellLines = c.kind === "cell" ? [
+    ...(c.ports || []).map((/** @type {string} */ w) => `weight ${w}: ${index.weights.get(w)?.status_text || ""}`),
+    (c.hidden_paths || []).length ? `hidden state: ${(c.hidden_paths || []).join(", ")}` : ""] : [];
+  return [`${c.label} (${index.clusterSize.get(c.id) || 0} operations)${folded ? " — click to expand" : ""}`,
+    ...cellLines, meaning ? meaning.title : ""].filter(Boolean).join("\n");
 }

@@ -321,11 +321,14 @@ export function inspectorPanel(index, selected, actions) {
   if (kind === "cluster" && index.clusters.has(id)) {
     const c = index.clusters.get(id);
     const open = actions.expanded.has(id);
-    const key = c.kind === "group" ? "group" : open ? "subjaxpr" : "collapsed";
-    return h("div", { class: "etp-inspector" },
+    const key = c.kind === "group" ? "group" : c.kind === "cell" ? "cell" : open ? "subjaxpr" : "collapsed";
+    const cellRows = c.kind === "cell" ? [["module", c.module_path], ["class", c.class_name],
+      ...(c.ports || []).map((/** @type {string} */ w) => ["weight", `${w}: ${index.weights.get(w)?.status_text || ""}`]),
+      ["hidden state", (c.hidden_paths || []).join(", ")]] : [];
+    return h("div", { class: "etp-inspector", "data-cluster-kind": c.kind },
       h("div", { class: "etp-title", title: `${c.kind} ${c.id}` }, c.label),
       h("div", { class: "etp-plain" }, legendTitle(index, key)),
-      table([["operations", index.clusterSize.get(id) || 0]]),
+      table([...cellRows, ["operations", index.clusterSize.get(id) || 0]]),
       COLLAPSIBLE.has(c.kind) ? h("button", { class: "etp-button", onclick: () => (open ? actions.collapse(id) : actions.expand(id)) },
         open ? "Collapse" : "Expand") : null);
   }

@@ -139,10 +139,14 @@
 /**
  * @typedef {object} VMCluster
  * @property {string} id
- * @property {string} kind  subjaxpr | group
+ * @property {string} kind  subjaxpr | branch | group | cell (| module: made by graph.js)
  * @property {string} label
  * @property {string | null} parent
  * @property {boolean} [collapsed]
+ * @property {string | null} [module_path]  a cell: the module's path (etp_viz/view/cells.py)
+ * @property {string | null} [class_name]  a cell: the module's class
+ * @property {string[]} [ports]  a cell: its weights' paths
+ * @property {string[]} [hidden_paths]  a cell: its hidden states' paths
  */
 
 /** The view-model version this page renders: `SCHEMA_VERSION` in etp_viz/view/types.py (the

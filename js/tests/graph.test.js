@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { indexViewModel, visibleGraph, toDot, layoutKey, expandedToShow, initialExpanded, tooltipFor } from "../src/graph.js";
+import { indexViewModel, visibleGraph, toDot, layoutKey, expandedToShow, initialExpanded, tooltipFor, drawnKeys } from "../src/graph.js";
 import { highlightSets, highlightDotIds } from "../src/highlight.js";
 import { search } from "../src/search.js";
 import { escapeDot, escapeHtml } from "../src/escape.js";
@@ -77,17 +77,19 @@ test("the ~2,000-equation model opens as a small level of module ranges", needsR
   const index = indexViewModel(vm);
   const top = visibleGraph(index, initialExpanded(index.vm));
   assert.ok(top.nodeCount < 40, `top level has ${top.nodeCount} nodes`);
-  const modules = [...index.clusters.values()].filter((c) => c.kind === "module");
+  // every layer is a cell of the view model (its own box), in ranges of 16 made by the viewer
+  const modules = [...index.clusters.values()].filter((c) => c.kind === "module" || c.kind === "cell");
   assert.ok(modules.length > 100);
-  // a weight's layer: expanding to show it opens its range and its module only
+  assert.ok(!index.clusters.has("m:layers.50") && index.clusters.get("cell:layers.50").parent.startsWith("m:"));
+  // a weight's layer: expanding to show it opens its range and its cell only
   const expanded = expandedToShow(index, "h:layers.50.h:out", []);
   assert.equal(expanded.length, 2);
-  assert.ok(expanded.includes("m:layers.50"));
+  assert.ok(expanded.includes("cell:layers.50"));
   const level = visibleGraph(index, expanded);
   assert.ok(level.nodeCount < top.nodeCount + 80, `${level.nodeCount}`);
   assert.match(level.nodeToDot.get("h:layers.50.h:out"), /^n/);
-  // the group cluster of layer 50 nests in the layer's module
-  assert.equal(index.clusters.get(vm.nodes.find((n) => n.id === "h:layers.50.h:out").cluster).parent, "m:layers.50");
+  // the group cluster of layer 50 nests in the layer's cell
+  assert.equal(index.clusters.get(vm.nodes.find((n) => n.id === "h:layers.50.h:out").cluster).parent, "cell:layers.50");
   const { dot, large } = toDot(index, visibleGraph(index, modules.map((c) => c.id)));
   assert.ok(large);
   for (const attr of ['nslimit="1"', 'mclimit="0.1"', 'splines="line"']) assert.ok(dot.includes(attr), attr);
@@ -186,7 +188,7 @@ test("search matches primitives, var names, weight and state paths; bad regex th
 
 test("tooltips carry avals and var shapes", needsReal, () => {
   const index = indexViewModel(loadReal("two_layer_rnn"));
-  const graph = visibleGraph(index, []);
+  const graph = visibleGraph(index, ["cell:rnn1", "cell:rnn2"]);
   const etp = index.weights.get("rnn1.W.weight").node_ids.find((id) => !id.startsWith("p:"));
   assert.match(tooltipFor(index, graph, graph.nodeToDot.get(etp)), /etp_mv[\s\S]*f32\[/);
   const edge = index.vm.edges.find((e) => graph.edgeToDot.has(e.id));
@@ -195,4 +197,22 @@ test("tooltips carry avals and var shapes", needsReal, () => {
 
 test("a malformed view model is rejected with a message", () => {
   assert.throws(() => indexViewModel({}), /nodes/);
+});
+
+test("a cell of the view model is one record node: name and class, a port per weight, its hidden states", needsReal, () => {
+  const index = indexViewModel(loadReal("two_layer_rnn"));
+  const graph = visibleGraph(index, initialExpanded(index.vm));
+  const dotId = graph.nodeToDot.get("e1");
+  assert.equal(dotId, graph.clusterToDot.get("cell:rnn1"));
+  assert.equal(graph.nodeToDot.get("h:rnn1.h:out"), dotId);  // the hidden state is inside
+  const { dot } = toDot(index, graph);
+  const line = dot.split("\n").find((l) => l.includes(`id="${dotId}"`));
+  assert.match(line, /shape="Mrecord"/);
+  assert.ok(line.includes('label="{rnn1 (ValinaRNNCell) ▸|{<w0> W}|h}"'), line);
+  assert.ok(!dot.includes("concatenate"));
+  assert.ok(drawnKeys(index, graph).has("cell"));
+  assert.match(tooltipFor(index, graph, dotId), /weight rnn1\.W\.weight: online/);
+  const open = visibleGraph(index, ["cell:rnn1"]);
+  assert.match(open.nodeToDot.get("e1"), /^n/);
+  assert.equal(open.clusterToDot.get("cell:rnn1")[0], "s");
 });

@@ -9,7 +9,7 @@ import { levelToDrawList } from "../src/xdot.js";
 import { itemBounds, shiftItem } from "../src/draw.js";
 import { loadReal, needsReal } from "./helpers.js";
 
-const boxes = (index) => [...index.clusters.values()].filter((c) => c.kind === "module" || c.kind === "subjaxpr");
+const boxes = (index) => [...index.clusters.values()].filter((c) => c.kind === "module" || c.kind === "subjaxpr" || c.kind === "cell");
 
 /** Every range open and every layer but `closed`. */
 function mostlyOpen(index, closed = null) {
@@ -83,7 +83,7 @@ for (const rankdir of ["TB", "LR"]) {
 
 test("opening a box changes the levels of that box and the boxes around it only", needsReal, () => {
   const index = indexViewModel(loadReal("stacked_2000"));
-  const target = "m:layers.50";
+  const target = "cell:layers.50";
   const options = { rankdir: "TB", font_size: 14 };
   const before = planLevels(index, visibleGraph(index, mostlyOpen(index, target)), options);
   const after = planLevels(index, visibleGraph(index, mostlyOpen(index)), options);
