@@ -10,11 +10,13 @@ and equation indices are stable ids.
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import brainstate
 import jax
+import numpy as np
 
 from etp_viz import _compat
 from etp_viz._compat import Jaxpr, Var
@@ -22,7 +24,7 @@ from etp_viz._compat import Jaxpr, Var
 from ._jaxpr import CONTROL_FLOW_PRIMITIVE_NAMES, DefUse, eval_jaxpr, inline_calls, split_closed
 from .loops import loop_not_unrolled_reason, non_param_state_vars
 
-__all__ = ["ModuleInfo", "extract_module_info", "Path"]
+__all__ = ["ModuleInfo", "check_example_inputs", "extract_module_info", "Path"]
 
 Path = tuple
 
@@ -141,6 +143,7 @@ def extract_module_info(model: Any, *args: Any, lift: bool = False, **kwargs: An
     2
     """
     _check_model_and_args(model, kwargs)
+    check_example_inputs(model, args)
     stateful = _compat.get_stateful_function_class()(model, return_only_write=False)
     try:
         stateful.make_jaxpr(*args)
@@ -283,6 +286,77 @@ def _check_model_and_args(model: Any, kwargs: dict) -> None:
             "`functools.partial(model.update, **{...})` inside a small wrapper Module, or make "
             "them positional parameters of `update`."
         )
+
+
+def check_example_inputs(model: Any, args: Sequence[Any]) -> None:
+    """Raise a ``TypeError`` for an example input that is a list or tuple of numbers.
+
+    A Python list (or tuple) of numbers is not an array to JAX: brainstate traces
+    ``[0., 0., 0.]`` as three separate scalar inputs, and the step then fails deep inside the
+    trace (``concatenate requires ndarray or scalar arguments, got <class 'list'>``) or runs
+    on scalars. It is not converted: a list is how a step takes several inputs (a list of
+    arrays is left alone), and JAX itself refuses lists where it wants an array. The error
+    names what was given, the array to pass instead and, as for an input of the wrong shape
+    (:func:`_explain_tracing_error`), the feature size the model's first layer expects.
+
+    Parameters
+    ----------
+    model : brainstate.nn.Module
+        The model (named in the message, with its first layer's ``in_size`` if it has one).
+    args : sequence
+        The positional example inputs of one step.
+
+    Examples
+    --------
+    >>> check_example_inputs(model, ([0.0, 0.0, 0.0],))   # doctest: +SKIP
+    Traceback (most recent call last):
+    TypeError: Net's example input is a Python list of 3 numbers, not an array: ...
+    """
+    for position, arg in enumerate(args):
+        if isinstance(arg, list | tuple) and _numbers_only(arg):
+            raise TypeError(_list_input_message(model, arg, position, len(args)))
+
+
+def _numbers_only(value: Any) -> bool:
+    """A (nested) list or tuple whose every leaf is a Python or numpy number."""
+    if isinstance(value, list | tuple):
+        return all(_numbers_only(v) for v in value)
+    return isinstance(value, numbers.Number | np.generic)
+
+
+def _list_input_message(model: Any, arg: Any, position: int, count: int) -> str:
+    name = type(model).__name__
+    which = "example input" if count == 1 else f"example input {position}"
+    kind = type(arg).__name__
+    try:
+        shape = np.asarray(arg).shape
+    except ValueError:  # a ragged list
+        shape = None
+    size = len(arg) if shape is None else int(np.prod(shape))
+    head = (
+        f"{name}'s {which} is a Python {kind} of {size} numbers, not an array: JAX would "
+        f"trace it as {size} separate scalar inputs. "
+    )
+    if shape is None:
+        head += "Its rows have different lengths; pass one step's input as an array"
+    else:
+        head += f"Pass an array: jnp.asarray({_short_repr(arg)}) (shape {shape})"
+    layer = _first_layer_with_in_size(model)
+    if layer is None:
+        return head + "."
+    path, module = layer
+    expected = tuple(module.in_size)[-1]
+    where = f"its first layer `{path}` ({type(module).__name__})" if path else name
+    return (
+        f"{head}. {name} expects inputs with {expected} features ({where} has in_size="
+        f"{tuple(module.in_size)}): one step's input is e.g. jnp.zeros({expected}) or "
+        f"jnp.zeros((batch, {expected}))."
+    )
+
+
+def _short_repr(arg: Any) -> str:
+    text = repr(arg)
+    return text if len(text) <= 40 else text[:36] + " ..." + text[-1]
 
 
 def _explain_tracing_error(error: Exception, model: Any, args: Sequence[Any]) -> Exception:

@@ -227,7 +227,10 @@ def verify(
     model : brainstate.nn.Module
         The model, its states initialised (the run starts from its current hidden states).
     xs : array
-        Inputs, time first: ``(T, *input_shape)``.
+        Inputs, time first: ``(T, *input_shape)``. A nested list of numbers is taken as the
+        array it spells (``jnp.asarray``): ``xs`` is one array, never several inputs (where a
+        single step's example input is given, as to ``compile_etrace_graph``, a list is an
+        error instead).
     ys : array, optional
         Targets, time first (``T`` of them). With ``ys``, the loss is ``loss(y_t, ys[t])``.
     algorithm : str, class, callable or instance

@@ -104,6 +104,9 @@ class InfluenceLearner(brainstate.nn.Module):
     def compile_graph(self, *args: Any) -> None:
         """Trace the step on example inputs, flatten its states, allocate the influence (the
         ETP compiler is not run: see :attr:`graph`)."""
+        from etp_viz.compiler.module_info import check_example_inputs
+
+        check_example_inputs(self.model, args)  # a list of numbers: say so, before tracing
         function = _compat.get_stateful_function_class()(self.model, return_only_write=False)
         function.make_jaxpr(*args)
         self._function = function
