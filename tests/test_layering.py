@@ -29,6 +29,8 @@ ALLOWED = {
     "testing": {"compiler", "_compat"},
     "sweeps": {"learn", "live", "tasks", "plot", "_compat"},
     "whatif": {"learn", "compiler", "view", "_compat"},
+    # the course: lessons over the tasks, runs and pages; nothing imports it
+    "course": {"live", "tasks", "learn", "nn", "explorer", "_compat"},
 }
 LAYERS = (*ALLOWED, "explorer", "__main__")
 WIDGET_PACKAGES = ("anywidget", "ipywidgets", "traitlets")
@@ -89,6 +91,17 @@ def test_layer_imports_point_one_way(layer):
             if target == "etp_viz" or (other and other != layer and other not in ALLOWED[layer]):
                 bad.append(f"{module} imports {target}")
     assert not bad, f"'{layer}' may import only {sorted(ALLOWED[layer])}:\n" + "\n".join(bad)
+
+
+def test_nothing_imports_the_course():
+    bad = [
+        f"{module} imports {target}"
+        for module, path in _sources().items()
+        if _layer(module) != "course"
+        for target in _imports(path)
+        if _layer(target) == "course"
+    ]
+    assert not bad, "etp_viz.course is the top layer:\n" + "\n".join(bad)
 
 
 def test_no_import_cycles():
@@ -246,12 +259,13 @@ def test_learner_names_are_spelled_in_the_registry_only():
     registry (``DEFAULT_LEARNER``, ``REFERENCE_LEARNER``, ``graph_claim_names()``, a spec).
     Allowed besides: each learner class naming its own ``claim_family`` (``learn/``), the
     compiler's claim derivations (``compiler/claims/``: which trace a family's claims are
-    derived for), and the tasks' recipes (which learners a task teaches: data)."""
+    derived for), the tasks' recipes (which learners a task teaches: data) and the course's
+    lessons (which learners a lesson runs and asks about: data)."""
     from etp_viz.learn.registry import LEARNERS
 
     names = set(LEARNERS) | {a for s in LEARNERS.values() for a in s.aliases}
     names |= {"snap1", "snap2"}
-    allowed = ("learn", "compiler/claims", "tasks")
+    allowed = ("learn", "compiler/claims", "tasks", "course")
     bad = []
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE).as_posix()

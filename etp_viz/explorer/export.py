@@ -47,7 +47,7 @@ CSP = (
 )
 
 
-def _script_safe(text: str) -> str:
+def script_safe(text: str) -> str:
     """Text that cannot end the enclosing <script> element early."""
     return text.replace("</script", "<\\/script").replace("<!--", "<\\!--")
 
@@ -66,7 +66,7 @@ def render_html(state: dict[str, Any], bundle: str, *, title: str = "etp_viz exp
 <body>
 <div id="etp-explorer"></div>
 <script type="application/json" id="etp-state">{state_json}</script>
-<script>{_script_safe(bundle)}</script>
+<script>{script_safe(bundle)}</script>
 <script>
 {MOCK_MODEL_JS}
 (function () {{
