@@ -252,3 +252,17 @@ def test_exact_blocks_equal_bptt(x64, form, batch):
     alg.compile_graph(xs[0])
     got = online_gradients(alg, xs)
     assert _rel(got[("W",)], want[("W",)]) < 1e-9
+
+
+def test_blocks_reading_one_input_share_one_es_input_trace(x64):
+    """ES-D-RTRL's input trace depends only on the input: the four blocks of the LSTM's
+    ``W`` keep one input trace, not four (the twin test above shows the gradients are those
+    of four weights with four traces)."""
+    fused, _ = _models("LSTMCell")
+    alg = etp_viz.ES_D_RTRL(fused, 0.9, lift=True)
+    alg.compile_graph(_xs()[0])
+    blocks = {b.eqn_index for b in alg.graph.module_info.blocks}
+    gates = [r for r in alg.graph_executor.plan.relations if r.eqn_index in blocks]
+    assert len(gates) == 4 and len({id(r.x_var) for r in gates}) == 1
+    x_traces = alg.etrace.value["x"]
+    assert sum(1 for r in gates if r.index in x_traces) == 1

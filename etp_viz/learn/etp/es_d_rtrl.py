@@ -97,17 +97,23 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         #: ``{relation: pp_x_repr}`` of the inputs averaged in another representation (set by
         #: :meth:`init_traces`)
         self._x_reprs: dict = {}
+        #: ``{relation: relation whose input trace it reads}``: relations reading the same
+        #: input Var (the gates of one cell, the blocks of a fused gate weight) share one trace
+        self._x_owner: dict = {}
         super().__init__(model, vjp_method=vjp_method, name=name, mesh=mesh, lift=lift)
 
     def init_traces(self, plan: Any) -> dict:
         """``{'x': {relation: zeros like x}, 'f': {(relation, group): zeros (*varshape, S)}}``.
 
         With ``alpha_x > 0``, a primitive whose spec has a ``pp_x_repr`` (the embedding: the
-        one-hot rows of its ids) keeps its input trace in that representation instead."""
+        one-hot rows of its ids) keeps its input trace in that representation instead.
+        Relations that read the same input (an LSTM's four gates, the blocks of a fused gate
+        weight) keep one input trace, under the first of them: the traces are equal."""
         self._x_reprs = x_representations(plan.relations, self.alpha_x)
+        self._x_owner = shared_inputs(plan.relations, self._x_reprs)
         xs = {}
         for rel in plan.relations:
-            if rel.x_var is None:
+            if rel.x_var is None or self._x_owner[rel.index] != rel.index:
                 continue
             like = jax.ShapeDtypeStruct(rel.x_var.aval.shape, rel.x_var.aval.dtype)
             if rel.index in self._x_reprs:
@@ -167,9 +173,8 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
                 )
                 signal = part if signal is None else signal + part
             if signal is not None:
-                grads[rel.index] = es_contract(
-                    traces["x"].get(rel.index), signal, weights[rel.index], rel.rules
-                )
+                x_trace = traces["x"].get(self._x_owner.get(rel.index, rel.index))
+                grads[rel.index] = es_contract(x_trace, signal, weights[rel.index], rel.rules)
         return grads
 
     def bypass_residuals(self, traces: dict, groups: tuple) -> dict:
@@ -177,8 +182,8 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
         traces of those (relation, group) pairs."""
         wanted = set(groups)
         fs = {key: v for key, v in traces["f"].items() if key[1] in wanted}
-        relations = {r for r, _ in fs}
-        return {"x": {r: v for r, v in traces["x"].items() if r in relations}, "f": fs}
+        owners = {self._x_owner.get(r, r) for r, _ in fs}
+        return {"x": {r: v for r, v in traces["x"].items() if r in owners}, "f": fs}
 
     def traces_of_path(self, traces: dict, path: tuple) -> dict:
         plan = self.graph_executor.plan
@@ -187,7 +192,7 @@ class IODimVjpAlgorithm(ETraceVjpAlgorithm):
             if path in rel.weight_paths.values():
                 for g in rel.group_indices:
                     result[(rel.index, g)] = {
-                        "x": traces["x"].get(rel.index),
+                        "x": traces["x"].get(self._x_owner.get(rel.index, rel.index)),
                         "f": traces["f"][(rel.index, g)],
                     }
         return result
@@ -217,6 +222,20 @@ def x_representations(relations: Any, alpha_x: float) -> dict:
                 "averaging) or D-RTRL."
             )
     return reprs
+
+
+def shared_inputs(relations: Any, reprs: dict) -> dict:
+    """``{relation: the first relation reading the same input Var}`` (itself when none came
+    before); a relation whose input is averaged in its own representation (``reprs``: built
+    from its weights) keeps its own trace."""
+    first: dict = {}
+    owner = {}
+    for rel in relations:
+        if rel.x_var is None or rel.index in reprs:
+            owner[rel.index] = rel.index
+            continue
+        owner[rel.index] = first.setdefault(rel.x_var, rel.index)
+    return owner
 
 
 def _avals(operand_vars: dict) -> dict:
