@@ -66,7 +66,8 @@ export class ExplorerApp {
     this.listeners = [];
     this.buildDom();
     this.listen("change:view_shell", () => this.rebuild());
-    this.listen("change:expanded", () => this.relayout());
+    // the inspector of a box says Expand or Collapse: redraw it when boxes open or fold
+    this.listen("change:expanded", () => { this.relayout(); this.guard(() => this.renderInspector()); });
     this.listen("change:options", () => { this.applyOptions(); this.relayout(); });
     this.listen("change:scale", () => this.guard(() => this.applyScale(true)));
     this.stopThemeWatch = watchPageTheme(() => this.guard(() => this.applyTheme(true)));

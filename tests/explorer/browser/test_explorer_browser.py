@@ -82,7 +82,9 @@ def drawn_vm_ids(page):
 
 @pytest.mark.parametrize("name", ["two_layer_rnn", "gru", "lstm", "stacked_2000", "subjaxprs"])
 def test_real_model_renders(harness, name, tmp_path):
-    page = harness(Explorer(load_real(name)), name)
+    vm = load_real(name)
+    cells = [c["id"] for c in vm["clusters"] if c["kind"] == "cell"]  # drawn open: more to see
+    page = harness(Explorer(vm, expanded=cells if name == "two_layer_rnn" else None), name)
     wait_rendered(page, timeout=60000)
     counts = page.page.evaluate(
         "[document.querySelectorAll('g.node').length, document.querySelectorAll('g.edge').length,"
@@ -135,7 +137,7 @@ def test_lstm_merged_group(harness):
 
 def test_two_layer_rnn_inspect_search(harness):
     vm = load_real("two_layer_rnn")
-    page = harness(Explorer(vm), "rnn_clicks")
+    page = harness(Explorer(vm, expanded=["cell:rnn1", "cell:rnn2"]), "rnn_clicks")
     wait_rendered(page)
     etp = next(n for n in vm["nodes"] if n.get("weight_path") == "rnn1.W.weight" and n["etp"])
     dot_id = page.page.evaluate(f"window.etpEl.etpExplorer.graph.nodeToDot.get('{etp['id']}')")
@@ -365,7 +367,8 @@ def test_python_select_node_opens_module_box(harness):
         timeout=60000,
     )
     expanded = page.page.evaluate("window.etpModel.state.expanded")
-    assert any(c.startswith("m:layers.40") for c in expanded), expanded
+    # Python opens the layer's cell (a view-model cluster), the page the viewer-made range
+    assert "cell:layers.40" in expanded and any(c.startswith("m:layers.") for c in expanded)
     assert_clean(page)
 
 
