@@ -68,7 +68,7 @@ def measure(n: int, algorithm: str) -> dict:
     start = time.perf_counter()
     learner = gpu.make_learner(etp_viz, model, algorithm, xs[0])
     learner_s = time.perf_counter() - start
-    fn = gpu.sgd_harness(etp_viz, model, gpu._squared_error, learner)
+    fn = gpu.sgd_harness(etp_viz, model, gpu.squared_error, learner)
     start = time.perf_counter()
     lowered = fn.lower(xs, targets)
     lower_s = time.perf_counter() - start

@@ -199,7 +199,7 @@ def sgd_harness(lib, model, step_loss, learner=None):
     return run_bptt
 
 
-def _squared_error(y, target):
+def squared_error(y, target):
     return jnp.sum((y - target) ** 2)
 
 
@@ -224,7 +224,7 @@ def dense_row(cell: str, batch: int, n: int, length: int, algorithm: str, bw: fl
     row = {"lib": lib_name, "cell": cell, "batch": batch, "n": n, "T": length}
     row |= {"algorithm": algorithm, **opt}
     alg = None if algorithm == "bptt" else make_learner(lib, model, algorithm, xs[0], **opt)
-    fn = sgd_harness(lib, model, _squared_error, alg)
+    fn = sgd_harness(lib, model, squared_error, alg)
     name = f"{lib_name}-{cell}-b{batch}-n{n}-{algorithm}"
     compiled = compile_seconds(fn, xs, targets, name=name)
     row["compile_s"], row["memory_mib_compiled"], row["kernels"] = compiled
@@ -354,7 +354,7 @@ def _sparse_row(lib_name: str, n: int, length: int, algorithm: str, event_driven
     row = {"lib": lib_name, "n": n, "fan_in": FAN_IN, "batch": SPARSE_BATCH, "T": length}
     row |= {"algorithm": algorithm, "event_driven": event_driven}
     alg = make_learner(lib, model, algorithm, xs[0])
-    fn = sgd_harness(lib, model, _squared_error, alg)
+    fn = sgd_harness(lib, model, squared_error, alg)
     name = f"{lib_name}-n{n}-{algorithm}{'-events' if event_driven else ''}"
     compiled = compile_seconds(fn, xs, targets, name=name)
     row["compile_s"], row["memory_mib_compiled"], row["kernels"] = compiled

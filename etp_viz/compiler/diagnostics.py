@@ -197,6 +197,23 @@ def _user_stacklevel() -> int:
     return level
 
 
+#: the change a weight reaching hidden state only through another weight op is offered: in
+#: the user's code a rewiring, in a library's (a layer the user did not write) a what-if
+_WEIGHT_OP_FIX = {
+    False: "; learn it with BPTT, or rewire so its output flows into a hidden state through "
+    "element-wise ops only.",
+    True: ". The op is at {line}, in a library's code: try etp_viz.what_if(model, x, "
+    "change={{'learner': 'rtrl'}}) (exact RTRL keeps every path) or learn it with BPTT.",
+}
+
+
+def weight_op_fix(eqns: Sequence[Any], index: int) -> tuple[str, str]:
+    """``(the end of the message, the op's line)`` for a weight op at ``index`` that reaches
+    the hidden state only through another weight op (:func:`source_line`)."""
+    line, library = source_line(eqns, index)
+    return _WEIGHT_OP_FIX[library].format(line=line), line
+
+
 #: folders of installed packages: code there is a library's, not the user's
 _LIBRARY_FOLDERS = ("site-packages", "dist-packages")
 

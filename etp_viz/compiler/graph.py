@@ -435,9 +435,8 @@ def compile_etrace_graph(
     ----------
     model : brainstate.nn.Module
     *args
-        Example positional inputs of one step, arrays (``jnp.zeros(3)``). A Python list or
-        tuple of numbers is a ``TypeError`` naming the array to pass instead
-        (:func:`.module_info.check_example_inputs`): JAX would trace it as separate scalars.
+        Example positional inputs of one step, arrays (``jnp.zeros(3)``); a list of numbers is
+        a ``TypeError`` naming the array to pass (:func:`.module_info.check_example_inputs`).
     recurrence : {'diagonal', 'coupled'}
         How dh/dh is built (see :mod:`etp_viz.compiler.hidden_groups`).
     warn : bool

@@ -11,9 +11,8 @@ For every top-level ETP equation :math:`y = f(x, \theta)` the pass
 4. builds, per connected hidden group, the ``y -> h`` tail jaxpr (forward slice from ``y``
    intersected with the backward slice of the group's new hidden values).
 
-A weight that reaches hidden state only through other trainable ETP equations is excluded
-(``RELATION_EXCLUDED_WEIGHT_TO_WEIGHT``, the non-parametric-tail rule); one that reaches none
-is ``RELATION_EXCLUDED_NON_TEMPORAL``. Each record carries the equation path a viewer draws.
+A weight reaching hidden state only through other trainable ETP equations is excluded (the
+non-parametric-tail rule), one reaching none is non-temporal; records carry the path drawn.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from ._jaxpr import VISITS, eval_jaxpr, slice_jaxpr, trace_to_param
 from ._positions import is_tail_position_preserving, ones_tangent_vanishes
 from .control_flow import report_control_flow_primitives
 from .dataflow import bits_by_key, bits_of, hidden_reach, or_all
-from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel, source_line
+from .diagnostics import DiagnosticCollector, DiagnosticKind, DiagnosticLevel, weight_op_fix
 from .hidden_groups import find_hidden_groups_from_minfo
 from .module_info import ModuleInfo, extract_module_info
 
@@ -557,21 +556,13 @@ class _RelationFinder:
         if through:
             route = self._route_to(path_eqns, through)
             names = ", ".join(f"{self.eqns[b].primitive.name}@{b}" for b in through)
-            line, library = source_line(self.eqns, index)
-            fix = (
-                f" The op is at {line}, in a library's code: try etp_viz.what_if(model, x, "
-                "change={'learner': 'rtrl'}) (exact RTRL keeps every path) or learn it with "
-                "BPTT."
-                if library
-                else "; learn it with BPTT, or rewire so its output flows into a hidden state "
-                "through element-wise ops only."
-            )
+            fix, line = weight_op_fix(self.eqns, index)
             self.diag.emit(
                 DiagnosticKind.RELATION_EXCLUDED_WEIGHT_TO_WEIGHT,
                 DiagnosticLevel.WARNING,
                 f"{prim.name}({_dot(weight_path)}) (equation {index}) reaches hidden state only "
                 f"through other trainable ETP equation(s) ({names}). By the non-parametric-tail "
-                "rule it is not learned online" + (f".{fix}" if library else fix),
+                "rule it is not learned online" + fix,
                 primitive=prim,
                 weight_path=weight_path,
                 eqn_indices=(index, *route, *through),
