@@ -125,7 +125,8 @@ def _cell_equations(flow: _Flow, cell: CellInfo, weight_owner: dict[str, str | N
     sources = {
         v
         for v, r in flow.invar_role.items()
-        if (r.kind == "hidden" and r.path in hidden) or (r.kind == "param" and r.path in cell.weights)
+        if (r.kind == "hidden" and r.path in hidden)
+        or (r.kind == "param" and r.path in cell.weights)
     }
     reached = set(sources)
     forward = set()
@@ -163,7 +164,9 @@ def fold_cells(
 ) -> list[CellInfo]:
     """Add one collapsed ``cell`` cluster per cell and move its nodes into it."""
     hidden_paths = [str(r.path) for r in ins if r is not None and r.kind == "hidden"]
-    weight_paths = list(dict.fromkeys(str(r.path) for r in ins if r is not None and r.kind == "param"))
+    weight_paths = list(
+        dict.fromkeys(str(r.path) for r in ins if r is not None and r.kind == "param")
+    )
     cells = find_cell_modules(model, list(dict.fromkeys(hidden_paths)), weight_paths)
     if not cells:
         return []
@@ -228,6 +231,4 @@ def _move_groups(builder: JaxprGraphBuilder, cells: list[CellInfo]) -> None:
         (owner,) = owners if len(owners) == 1 else (None,)
         if owner is not None:
             box = builder.clusters[cluster_id]
-            builder.clusters[cluster_id] = dataclasses.replace(
-                box, parent=cell_cluster_id(owner)
-            )
+            builder.clusters[cluster_id] = dataclasses.replace(box, parent=cell_cluster_id(owner))

@@ -15,12 +15,12 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-TARGET = "m:layers.50"
+TARGET = "cell:layers.50"
 RANGE = "m:layers.48…layers.63"
 #: JS: every module cluster open but `closed`
 OPEN_ALL_BUT = """(closed) => { const app = window.etpEl.etpExplorer;
   window.bigExpanded = [...app.index.clusters.values()]
-    .filter((c) => (c.kind === 'module' || c.kind === 'subjaxpr') && c.id !== closed)
+    .filter((c) => ['module', 'subjaxpr', 'cell'].includes(c.kind) && c.id !== closed)
     .map((c) => c.id);
   window.etpModel.set('expanded', window.bigExpanded); }"""
 #: JS: the drawn box (frame) of a cluster: client rect
@@ -52,7 +52,7 @@ def test_opening_a_box_lays_out_its_level_and_the_levels_around_it(harness, stac
     levels = p.evaluate(f"{app}.view.levels.size")
     assert levels > 150, f"{levels} levels drawn"
     # an element of another level, marked: it must still be the one drawn after the click
-    frame = f"document.getElementById({app}.graph.clusterToDot.get('m:layers.10'))"
+    frame = f"document.getElementById({app}.graph.clusterToDot.get('cell:layers.10'))"
     p.evaluate(f"{frame}.dataset.probe = 'kept'")
     calls = p.evaluate(f"{app}.layout.callCount")
     dot = p.evaluate(f"{app}.graph.clusterToDot.get('{TARGET}')")
@@ -93,7 +93,7 @@ def test_opening_a_box_lays_out_its_level_and_the_levels_around_it(harness, stac
         f"window.etpModel.set('selected', {{kind: 'edge', id: {edge['vm']!r}}})"
     )
     for part in [edge["dotId"], *edge["parts"]]:
-        p.wait_for_selector(f"g.edge#{part}.hl-selected")
+        p.wait_for_selector(f"g.edge#{part}.hl-selected", state="attached")
     p.evaluate("window.etpModel.set('highlight', {}); window.etpModel.set('selected', {})")
     p.locator(f"g.edge#{edge['parts'][-1]}").dispatch_event("click")
     assert p.evaluate("window.etpModel.get('selected')")["kind"] == "edge"

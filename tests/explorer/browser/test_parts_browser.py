@@ -99,7 +99,7 @@ def test_a_box_draws_its_nodes_once_its_part_arrives(kernel_page):
     wait_rendered(page, timeout=60000)
     # the folded first view: the top of the graph asked for, no box's records
     assert [p["box"] for p in part_requests(requests)] == [None]
-    box = "m:layers.3"
+    box = "cell:layers.3"
     weight_op = next(
         n["id"]
         for n in explorer.view_model["nodes"]
