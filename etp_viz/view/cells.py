@@ -25,6 +25,7 @@ they own and the hidden groups whose states are all the cell's go inside it.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +55,13 @@ def find_cell_modules(model: Any, hidden_paths: list[str], weight_paths: list[st
         owner = _owner(hidden, modules)
         if owner:
             owners.setdefault(owner, []).append(hidden)
-    cells = []
-    for path, hidden in owners.items():
-        weights = tuple(w for w in weight_paths if _owner(w, owners) == path)
-        cells.append(CellInfo(path, modules[path], weights, tuple(hidden)))
-    return cells
+    weights_of: dict[str, list[str]] = {}
+    for w in weight_paths:  # each weight's owning cell, once (a deep stack has many cells)
+        weights_of.setdefault(_owner(w, owners) or "", []).append(w)
+    return [
+        CellInfo(path, modules[path], tuple(weights_of.get(path, ())), tuple(hidden))
+        for path, hidden in owners.items()
+    ]
 
 
 def _module_classes(model: Any) -> dict[str, str]:
@@ -88,6 +91,10 @@ class _Flow:
         self.producer: dict[Any, int] = {}
         self.consumers: dict[Any, list[int]] = {}
         self.invar_role = {v: r for v, r in zip(jaxpr.invars, ins) if r is not None}
+        #: ``(kind, path)`` -> the invars of that state (its leaves)
+        self.invars_of: dict[tuple, list[Any]] = {}
+        for v, r in self.invar_role.items():
+            self.invars_of.setdefault((r.kind, r.path), []).append(v)
         self.outvar_paths: dict[str, list[Any]] = {}
         for atom, role in zip(jaxpr.outvars, outs):
             if role is not None and role.kind == "hidden" and is_var(atom):
@@ -97,6 +104,8 @@ class _Flow:
         }
         #: weights each equation uses (read directly or through weight-only values)
         self.uses: list[frozenset[str]] = []
+        #: cell path -> the equations using only that cell's weights (set by fold_cells)
+        self.own: dict[str, list[int]] = {}
         for i, eqn in enumerate(self.eqns):
             ins_ = [a for a in eqn.invars if is_var(a)]
             for atom in ins_:
@@ -114,44 +123,60 @@ class _Flow:
 
 
 def _cell_equations(flow: _Flow, cell: CellInfo, weight_owner: dict[str, str | None]) -> set[int]:
-    """The top-level equation indices of one cell (see the module docstring)."""
-    n = len(flow.eqns)
+    """The top-level equation indices of one cell (see the module docstring).
+
+    Each walk follows producers and consumers from the cell's own values, so a cell costs the
+    size of its neighbourhood, not of the whole step (a deep stack has one cell per layer)."""
 
     def blocks(i: int) -> bool:
         return any(weight_owner.get(w) != cell.path for w in flow.uses[i])
 
-    own = {i for i in range(n) if flow.uses[i] and not blocks(i)}
-    hidden = set(cell.hidden_paths)
-    sources = {
+    own = set(flow.own.get(cell.path, ()))
+    sources = {  # the invars of the cell's hidden states and weights
         v
-        for v, r in flow.invar_role.items()
-        if (r.kind == "hidden" and r.path in hidden)
-        or (r.kind == "param" and r.path in cell.weights)
+        for kind, paths in (("hidden", cell.hidden_paths), ("param", cell.weights))
+        for path in paths
+        for v in flow.invars_of.get((kind, path), ())
     }
-    reached = set(sources)
-    forward = set()
-    for i in range(n):
-        if not blocks(i) and any(a in reached for a in flow.var_inputs(i)):
-            forward.add(i)
-            reached.update(flow.eqns[i].outvars)
-    needed = {v for p in cell.hidden_paths for v in flow.outvar_paths.get(p, ())}
-    backward = set()
-    for i in reversed(range(n)):
-        if not blocks(i) and any(v in needed for v in flow.eqns[i].outvars):
+    forward: set[int] = set()
+    queue = list(sources)
+    while queue:  # forward from the cell's hidden states and weights
+        for i in flow.consumers.get(queue.pop(), ()):
+            if i not in forward and not blocks(i):
+                forward.add(i)
+                queue.extend(flow.eqns[i].outvars)
+    backward: set[int] = set()
+    stack = [v for p in cell.hidden_paths for v in flow.outvar_paths.get(p, ())]
+    while stack:  # backward from its new hidden values
+        i = flow.producer.get(stack.pop())
+        if i is not None and i not in backward and not blocks(i):
             backward.add(i)
-            needed.update(flow.var_inputs(i))
+            stack.extend(flow.var_inputs(i))
     members = own | (forward & backward)
     values = set(sources) | {v for i in members for v in flow.eqns[i].outvars}
-    for i in range(n):  # what reads only the cell's values (a neuron's spike)
+    # what reads only the cell's values (a neuron's spike), in equation order: a reader joins
+    # once all its inputs are the cell's, and its outputs may let a later reader join
+    heap = sorted({j for v in values for j in flow.consumers.get(v, ())} - members)
+    heapq.heapify(heap)
+    seen = set(heap)
+    while heap:
+        i = heapq.heappop(heap)
         inputs = flow.var_inputs(i)
-        if i not in members and inputs and not blocks(i) and all(a in values for a in inputs):
+        if inputs and not blocks(i) and all(a in values for a in inputs):
             members.add(i)
             values.update(flow.eqns[i].outvars)
-    for i in reversed(range(n)):  # constants only the cell reads
+            for v in flow.eqns[i].outvars:
+                for j in flow.consumers.get(v, ()):
+                    if j not in seen and j not in members:
+                        seen.add(j)
+                        heapq.heappush(heap, j)
+    # constants only the cell reads
+    for i in {flow.producer.get(a) for m in list(members) for a in flow.var_inputs(m)}:
+        if i is None or i in members or flow.var_inputs(i):
+            continue
         readers = [j for v in flow.eqns[i].outvars for j in flow.consumers.get(v, ())]
-        if i not in members and not flow.var_inputs(i) and readers:
-            if all(j in members for j in readers):
-                members.add(i)
+        if readers and all(j in members for j in readers):
+            members.add(i)
     return members
 
 
@@ -174,6 +199,10 @@ def fold_cells(
     flow = _Flow(jaxpr, list(ins), list(outs))
     weight_owner: dict[str, str | None] = {w: None for w in weight_paths}
     weight_owner.update({w: c.path for c in cells for w in c.weights})
+    for i, used in enumerate(flow.uses):  # the equations using only one cell's weights
+        owners = {weight_owner.get(w) for w in used}
+        if len(owners) == 1 and None not in owners:
+            flow.own.setdefault(owners.pop(), []).append(i)
     owner_of: dict[int, CellInfo] = {}
     for cell in sorted(cells, key=lambda c: -c.path.count(".")):  # deeper cells first
         for i in sorted(_cell_equations(flow, cell, weight_owner)):
