@@ -32,7 +32,9 @@ from etp_viz.compiler.claims.plain import (
     plain_reason,
     split_terms,
     strip_codes,
+    term_clauses,
     weight_summary,
+    without_opening,
 )
 
 from .types import WeightInfo
@@ -119,19 +121,13 @@ def dropped_terms(weights: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
             if kind not in ("approximate", "none"):
                 continue
             reason = str(claim.get("reason") or "")
-            parts = [p for p in split_terms(reason) if p.strip().startswith("drops")]
             if kind == "approximate":
-                terms = [plain_drop(p) for p in parts] or [
+                terms = term_clauses(reason) or [
                     plain_reason(reason).summary or "it drops part of the gradient"
                 ]
-            else:
-                terms = [
-                    str(
-                        weight.get("summary")
-                        or plain_reason(reason).summary
-                        or "not learned online"
-                    )
-                ]
+            else:  # the page says "not learned online" before the terms: not twice
+                summary = weight.get("summary") or plain_reason(reason).summary
+                terms = [without_opening(str(summary or "")) or "not learned online"]
             entry = {
                 "weight": weight.get("path", ""),
                 "claim": kind,

@@ -103,7 +103,7 @@ def test_plain_drop_names_weights_and_drops_codes():
     text = "drops h→h h → h through Wz.weight (etp_mv, equation 1), etp_mv (equation 3)"
     assert (
         plain_drop(text, {3: "Wr.weight"})
-        == "ignores how h feeds back into itself through Wz.weight, Wr.weight"
+        == "ignores how h feeds back into itself through Wz.weight and Wr.weight"
     )
     assert plain_drop("drops the effect on r's future states (r reads r; x)") == (
         "ignores the effect on r's later steps"

@@ -127,7 +127,7 @@ def test_the_lesson_summary_is_plain(compiled):
             "trainable ETP equation(s) (etp_mv@7). By the non-parametric-tail rule it is not "
             "learned online; learn it with BPTT.",
             {7: "rnn.Wh.weight"},
-            "rnn.Wr.weight reaches the hidden state only through another weight op "
+            "The weight rnn.Wr.weight reaches the hidden state only through another weight op "
             "(rnn.Wh.weight), so it is not learned online; learn it with BPTT.",
         ),
         (
@@ -135,8 +135,8 @@ def test_the_lesson_summary_is_plain(compiled):
             "(equation 3); drops the effect on readout.r's future states (readout.r reads "
             "readout.r from the previous step; outside this weight's hidden groups)",
             {3: "rnn.Wr.weight"},
-            "The learner ignores how rnn.h feeds back into itself through rnn.Wz.weight, "
-            "rnn.Wr.weight; ignores the effect on readout.r's later steps.",
+            "The learner ignores how rnn.h feeds back into itself through rnn.Wz.weight and "
+            "rnn.Wr.weight. It also ignores the effect on readout.r's later steps.",
         ),
         (
             "Hidden states rnn.V, rnn.a read each other and form group 0. eqns [0, 1, 2]",

@@ -330,9 +330,8 @@ def _relation_drops(flow: Flow, r: int, bypass: set, seen: dict) -> list:
                 drops.append(_future_drop(flow, k, past, seen))
         if at[Y_E] & bit:
             eqns = _boundary_eqns_y(flow, bit, kbit, flow.rel_eqn[r])
-            drops.append(
-                (f"drops y → {target} through other ETP equation(s) {_describe(flow, eqns)}", eqns)
-            )
+            through = f" {_describe(flow, eqns)}" if eqns else ""
+            drops.append((f"drops y → {target} through other ETP equation(s){through}", eqns))
         if at[Y_P] & bit:
             eqns = flow.eqns_where(Y_P, bit, kbit) or flow.eqns_where(Y_C, bit, kbit)
             drops.append(
@@ -532,16 +531,29 @@ def _coupling_eqns(flow: Flow, old_bits: int, target: int) -> tuple:
 
 
 def _describe(flow: Flow, eqns: tuple) -> str:
+    """The equations ``eqns`` as the reasons name them: ``rnn.W.weight (etp_mv, equation 4)``
+    for an op on a weight (a relation's, or an ETP op no relation keeps: a GRU's ``Wr``),
+    ``mul (equation 9)`` otherwise; ``the step`` for none."""
     if not eqns:
         return "the step"
-    names = flow.rel_name
     parts = []
     for i in eqns:
         prim = flow.eqns[i].primitive.name
-        parts.append(
-            f"{names[i]} ({prim}, equation {i})" if i in names else f"{prim} (equation {i})"
-        )
+        name = flow.rel_name.get(i) or _weight_of(flow, i)
+        parts.append(f"{name} ({prim}, equation {i})" if name else f"{prim} (equation {i})")
     return ", ".join(parts)
+
+
+def _weight_of(flow: Flow, index: int) -> str:
+    """The dotted path of the weight an ETP equation applies, if it reads one directly."""
+    from etp_viz.ops import is_etp_primitive
+
+    eqn = flow.eqns[index]
+    if not is_etp_primitive(eqn.primitive):
+        return ""
+    weights = flow.minfo.invar_to_weight_path
+    path = next((weights[v] for v in eqn.invars if _compat.is_var(v) and v in weights), None)
+    return ".".join(map(str, path)) if path is not None else ""
 
 
 def _names(mems: list, bits: int) -> str:

@@ -7,6 +7,15 @@ weights panel, compare mode's gap, the lesson summary) is the sentence :func:`pl
 makes from it, with weight and state names; the codes stay in its ``detail`` (shown on hover,
 or by ``graph.explain(codes=True)``). The compiler's reasons themselves are not changed.
 
+The grammar is this module's, one for every reason (:func:`reason_sentences`; issue 42):
+each dropped term of a claim is one sentence, "The learner ignores how rnn.h feeds back into
+itself through rnn.Wz.weight and rnn.Wh.weight." for the first and "It also ..." after it
+(:data:`TERM_SENTENCE`); ops are named by the weights they apply, as the user's code names
+them, in an English list; any other reason is one sentence, a capital first (a sentence that
+would open with a lower-case weight path opens "The weight ..."); a summary opens with "Not
+learned online:" once (:func:`without_opening` for a caller that writes it itself).
+``tests/compiler/test_reason_grammar.py`` reads every kind of reason the claims code writes.
+
 This module lives beside the claims because ``graph.explain()`` (compiler) needs it and the
 compiler may not import the view layer; ``etp_viz.view.plain`` re-exports it.
 
@@ -15,7 +24,7 @@ Example
 >>> text = ("etp_mv(rnn.Wr.weight) (equation 3) reaches hidden state only through other "
 ...         "trainable ETP equation(s) (etp_mv@7).")
 >>> plain_reason(text, {7: "rnn.Wh.weight"}).summary
-'rnn.Wr.weight reaches the hidden state only through another weight op (rnn.Wh.weight).'
+'The weight rnn.Wr.weight reaches the hidden state only through another weight op (rnn.Wh.weight).'
 """
 
 from __future__ import annotations
@@ -26,6 +35,13 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "JARGON",
+    "NOT_LEARNED_OPENINGS",
+    "TERM_SENTENCE",
+    "english_list",
+    "reason_sentences",
+    "term_clauses",
+    "term_sentences",
+    "without_opening",
     "PlainText",
     "graph_names",
     "names_from_text",
@@ -150,9 +166,73 @@ _DROPS = (
         r"drops (\S+) → (\S+) through plain op\(s\) .*",
         r"ignores how \1 reaches \2 through ops that are not weight ops",
     ),
-    (r"and (\d+) more dropped term\(s\)", r"and \1 more such term(s)"),
+    (
+        r"ES-D-RTRL factorises the trace into (.+?), not the exact per-weight trace",
+        r"approximates each weight's trace by \1, not the exact per-weight trace",
+    ),
+    (
+        r"the weight is shared by layers of different hidden groups: .*",
+        r"ignores the terms between the uses of this weight, which layers of different "
+        r"hidden groups share",
+    ),
+    (
+        r"(columns \d+-\d+(?: \([^()]*\))?) of the weight are not learned online: (.+)",
+        r"does not learn \1 of the weight online (\2)",
+    ),
+    (r"and (\d+) more dropped term\(s\)", r"ignores \1 more such term(s)"),
 )
 _DROP_RULES = tuple((re.compile(p), r) for p, r in _DROPS)
+
+# -- the grammar of a reason -------------------------------------------------------------------
+#: one op as the compiler names it: ``rnn.W.weight (etp_mv, equation 4)``, a fused block's
+#: ``rnn.Wrz.weight columns 0-7 (r) (etp_mv, equation 3)``, ``mul (equation 9)``
+_ONE_OP = (
+    r"(?:[\w.\[\]]+(?: columns \d+-\d+(?: \([^()]*\))?)? \(\w+, equation \d+\)"
+    r"|\w+ \(equation \d+\))"
+)
+_OP_LIST = re.compile(rf"{_ONE_OP}(?:, {_ONE_OP})*")
+_OP_PARTS = re.compile(
+    r"(?P<name>[\w.\[\]]+(?: columns \d+-\d+(?: \([^()]*\))?)?) \((?P<prim>\w+), equation "
+    r"(?P<index>\d+)\)|(?P<bare>\w+) \(equation (?P<bare_index>\d+)\)"
+)
+#: the subject of a reason's first dropped term, and of each one after it
+TERM_SUBJECTS = ("The learner", "It also")
+#: the verbs a dropped term's clause starts with (:func:`plain_drop`)
+TERM_VERBS = ("ignores", "counts", "approximates", "does not learn")
+#: one dropped term as a sentence (what :func:`reason_sentences` makes of each)
+TERM_SENTENCE = re.compile(
+    rf"(?:{'|'.join(TERM_SUBJECTS)}) (?:{'|'.join(TERM_VERBS)}) [^;]+[^.;]\."
+)
+#: the opening of a summary of a weight that is not learned (said once)
+NOT_LEARNED_OPENINGS = ("Not learned online: ", "Not learned: ")
+
+
+def english_list(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``.
+
+    >>> english_list(["rnn.Wz.weight", "rnn.Wr.weight", "rnn.Wh.weight"])
+    'rnn.Wz.weight, rnn.Wr.weight and rnn.Wh.weight'
+    """
+    items = list(items)
+    if len(items) < 2:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _name_ops(text: str, names: Mapping[int, str]) -> str:
+    """Every list of ops the compiler names (``A (etp_mv, equation 1), mul (equation 5)``) as
+    an English list of the weights they apply, as the user's code names them (an op on no
+    weight by what it does: ``a mul op``), each once."""
+
+    def one_list(match: re.Match) -> str:
+        found: dict[str, None] = {}
+        for op in _OP_PARTS.finditer(match.group(0)):
+            index = int(op.group("index") or op.group("bare_index"))
+            name = names.get(index) or op.group("name") or _op_word(op.group("bare"))
+            found[name] = None
+        return english_list(list(found))
+
+    return _OP_LIST.sub(one_list, text)
 
 
 def plain_drop(text: str, names: Mapping[int, str] | None = None) -> str:
@@ -162,7 +242,7 @@ def plain_drop(text: str, names: Mapping[int, str] | None = None) -> str:
     >>> plain_drop("drops h→h rnn.V → rnn.V through rnn.W.weight (etp_mv, equation 4)")
     'ignores how rnn.V feeds back into itself through rnn.W.weight'
     """
-    text = text.strip()
+    text = _name_ops(text.strip(), names or {})
     for pattern, replacement in _DROP_RULES:
         if pattern.fullmatch(text):
             return strip_codes(pattern.sub(replacement, text), names)
@@ -186,8 +266,92 @@ def split_terms(text: str, separator: str = "; ") -> list[str]:
 
 
 def _is_term(part: str) -> bool:
+    """A dropped term of a claim's reason (one of the compiler's term kinds)."""
     part = part.strip()
-    return part.startswith(("drops ", "counts the in-step")) or part.endswith("dropped term(s)")
+    if part.startswith(("drops ", "counts the in-step")):
+        return True
+    return any(pattern.fullmatch(part) for pattern, _ in _DROP_RULES)
+
+
+def term_sentences(terms: Sequence[str], names: Mapping[int, str] | None = None) -> list[str]:
+    """One sentence per dropped term (the compiler's texts), each once: ``The learner ignores
+    ...`` for the first, ``It also ...`` after it.
+
+    >>> for sentence in term_sentences(
+    ...     ["drops h→h rnn.h → rnn.h through rnn.W.weight (etp_mv, equation 4)",
+    ...      "and 2 more dropped term(s)"]):
+    ...     print(sentence)
+    The learner ignores how rnn.h feeds back into itself through rnn.W.weight.
+    It also ignores 2 more such term(s).
+    """
+    clauses = list(dict.fromkeys(plain_drop(t, names) for t in terms if t.strip()))
+    return [f"{TERM_SUBJECTS[min(i, 1)]} {clause.rstrip('.')}." for i, clause in enumerate(clauses)]
+
+
+def term_clauses(reason: str, names: Mapping[int, str] | None = None) -> list[str]:
+    """The dropped terms of a claim's reason as clauses (``ignores how ...``, no subject, no
+    period), each once, for a caller that writes its own sentence around them (the lesson
+    summary's list); a reason without dropped terms gives none."""
+    names = {**names_from_text([reason or ""]), **(names or {})}
+    body = _without_no_trace(reason or "")
+    return list(dict.fromkeys(plain_drop(p, names) for p in split_terms(body) if _is_term(p)))
+
+
+def _without_no_trace(reason: str) -> str:
+    head, sep, rest = reason.strip().partition("no ETP relation traces it: ")
+    return rest if sep and not head else reason.strip()
+
+
+def without_opening(text: str) -> str:
+    """``text`` without its opening "Not learned online:" (for a caller that says it already),
+    as a sentence.
+
+    >>> without_opening("Not learned online: it reaches the hidden state only through rnn.Wh.")
+    'It reaches the hidden state only through rnn.Wh.'
+    """
+    text = (text or "").strip()
+    for opening in NOT_LEARNED_OPENINGS:
+        while text.lower().startswith(opening.lower()):
+            text = text[len(opening) :].lstrip()
+    return _sentence(text)
+
+
+def reason_sentences(reason: str, names: Mapping[int, str] | None = None) -> list[str]:
+    """The one grammar of a reason: any reason the compiler gives (a claim's, a verdict's, a
+    diagnostic's message) as plain sentences with the weights and states named as in the
+    user's code, no codes. A claim's dropped terms give one sentence each
+    (:func:`term_sentences`); a leaf no relation traces opens with "No eligibility trace
+    follows it."; any other text is one sentence, its codes taken out. Each sentence starts
+    with a capital and ends with a period.
+
+    >>> for sentence in reason_sentences(
+    ...     "no ETP relation traces it: drops y → rnn.h (rnn.h is not in this relation's "
+    ...     "hidden groups)"):
+    ...     print(sentence)
+    No eligibility trace follows it.
+    The learner ignores its effect on rnn.h (another hidden group).
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        return []
+    names = {**names_from_text([reason]), **(names or {})}
+    body = _without_no_trace(reason)
+    parts = split_terms(body)
+    if parts and all(_is_term(p) for p in parts):
+        opening = ["No eligibility trace follows it."] if body != reason else []
+        return opening + term_sentences(parts, names)
+    return [_sentence(_named_subject(strip_codes(_name_ops(reason, names), names)))]
+
+
+#: a sentence that opens with a dotted weight path (``rnn.Wr.weight reaches ...``)
+_OPENS_WITH_PATH = re.compile(r"[a-z_][\w]*(?:\.[\w\[\]]+)+ ")
+
+
+def _named_subject(text: str) -> str:
+    """A compiler record's sentence opens with the weight it is about, as the user's code
+    names it (lower case): "The weight rnn.Wr.weight reaches ...", a capital without renaming
+    it."""
+    return "The weight " + text if _OPENS_WITH_PATH.match(text) else text
 
 
 def _sentence(text: str) -> str:
@@ -213,18 +377,7 @@ def plain_reason(reason: str, names: Mapping[int, str] | None = None) -> PlainTe
 rnn.W.weight.', detail='drops h→h rnn.h → rnn.h through rnn.W.weight (etp_mv, equation 4)')
     """
     reason = (reason or "").strip()
-    if not reason:
-        return PlainText("", "")
-    names = {**names_from_text([reason]), **(names or {})}
-    head, sep, rest = reason.partition("no ETP relation traces it: ")
-    if sep and not head:
-        terms = [plain_drop(p, names) for p in split_terms(rest)]
-        return PlainText(_sentence("no eligibility trace follows it: " + "; ".join(terms)), reason)
-    parts = split_terms(reason)
-    if all(_is_term(p) for p in parts):
-        terms = list(dict.fromkeys(plain_drop(p, names) for p in parts))
-        return PlainText(_sentence("the learner " + "; ".join(terms)), reason)
-    return PlainText(_sentence(strip_codes(reason, names)), reason)
+    return PlainText(" ".join(reason_sentences(reason, names)), reason)
 
 
 #: claim kind -> how a student reads it
@@ -303,9 +456,9 @@ def weight_summary(
             blocked=", ".join(blocked_by) or "another weight op"
         )
         if not why and reason:
-            why = plain_reason(reason, names).summary.rstrip(".")
+            why = without_opening(plain_reason(reason, names).summary).rstrip(".")
             why = why[:1].lower() + why[1:]
-        return f"Not learned online: {why}." if why else "Not learned online."
+        return f"{NOT_LEARNED_OPENINGS[0]}{why}." if why else "Not learned online."
     if status == "exact":
         return (
             "A readout: it reaches the output in the same step, so its gradient is exact "
@@ -316,7 +469,7 @@ def weight_summary(
         return f"{head}, exactly: its online gradient is the true gradient."
     if claim == "approximate":
         terms = _dropped_terms(leaf_claims, names or {})
-        what = f" The learner {'; '.join(terms)}." if terms else ""
+        what = "".join(f" {sentence}" for sentence in terms)
         return (
             f"{head}, approximately: its online gradient leaves out part of the true "
             f"gradient.{what} Dashed pink lines on the graph mark what is left out."
@@ -329,13 +482,13 @@ def weight_summary(
 def _dropped_terms(
     leaf_claims: Sequence[tuple[str, str, str]], names: Mapping[int, str]
 ) -> list[str]:
+    """One sentence per dropped term of the weight's approximate leaves, each once."""
     terms: dict[str, None] = {}
     reasons = dict.fromkeys(reason for _, kind, reason in leaf_claims if kind == "approximate")
     for reason in reasons:  # a weight's leaves often share one reason: read it once
-        found = {**names_from_text([reason]), **names}
         for part in split_terms(reason):
-            terms[plain_drop(part, found)] = None
-    return list(terms)
+            terms[part] = None
+    return term_sentences(list(terms), {**names_from_text(list(reasons)), **names})
 
 
 # -- graph.explain()'s report ------------------------------------------------------------------
