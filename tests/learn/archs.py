@@ -61,6 +61,14 @@ layer's own weights influence through the stack): ``add`` element-wise, ``etp`` 
 ``matmul`` with its own weight ``Wfb`` (a boundary), ``mix`` through a plain constant matmul
 (a position-coupling op).
 
+``Arch.wiring`` (two layers): ``"stack"`` (default) feeds the first layer's output to the
+second as its input; ``"siblings"`` gives both layers the model's input and adds the first
+layer's output into the second's update through an ETP ``matmul`` with its own weight
+``Wlat`` (a second group reading the first through a weight op, issue 41). With top-down
+``feedback`` that is two groups each reading the other through a weight op, the output reading
+the second only: the first group's weights reach the output only through ``Wlat`` (a first
+layer that embeds tokens keeps ``"stack"``: the second cannot read token ids).
+
 ``Arch.shared`` makes the second layer reuse the first layer's input matrix and also adds the
 first layer's ETP output ``y`` into its update (one weight feeding two layers: two relations
 of one ParamState, and one relation feeding two hidden groups).
@@ -126,6 +134,13 @@ class Arch:
     feedback: str = "none"
     #: ``"mixed"`` (as each field says), ``"etp"`` or ``"plain"`` (module docstring)
     ops: str = "mixed"
+    #: two layers: ``"stack"`` or ``"siblings"`` (module docstring)
+    wiring: str = "stack"
+
+    @property
+    def siblings(self) -> bool:
+        """Both layers read the model's input; the first reaches the second through ``Wlat``."""
+        return self.wiring == "siblings" and len(self.layers) == 2 and self.layers[0].inp != "embed"
 
     def describe(self) -> str:
         parts = [
@@ -139,6 +154,7 @@ class Arch:
         shared = ", shared Win" if self.shared else ""
         feedback = f", feedback={self.feedback}" if self.feedback != "none" else ""
         ops = f", ops={self.ops}" if self.ops != "mixed" else ""
+        ops += ", siblings" if self.siblings else ""
         tail = f" -> out={self.out}, batch={self.batch}{shared}{feedback}{ops}, seed={self.seed}"
         return " -> ".join(parts) + tail
 
@@ -392,6 +408,8 @@ class ArchNet(brainstate.nn.Module):
             self.Wfb = _param(rng, (N, N), 0.5)
         elif arch.feedback == "mix":
             self.fb_mix = jnp.asarray(0.5 * rng.standard_normal((N, N)))
+        if arch.siblings:
+            self.Wlat = _param(rng, (N, N), 0.5)
 
     def _feedback(self, top_old):
         """The top layer's previous state as the first layer reads it (``Arch.feedback``)."""
@@ -403,6 +421,7 @@ class ArchNet(brainstate.nn.Module):
 
     def update(self, x):
         olds = [layer.h.value for layer in self.layers]  # before any update of this step
+        given = x
         for i, layer in enumerate(self.layers):
             cross = olds[i - 1] if i and layer.spec.cross else None
             if not i and len(olds) > 1 and self.arch.feedback != "none":
@@ -410,6 +429,10 @@ class ArchNet(brainstate.nn.Module):
             if i and self.arch.shared:  # the lower layer's y feeds this layer too
                 shared = 0.5 * self.layers[i - 1].last_y
                 cross = shared if cross is None else cross + shared
+            if i and self.arch.siblings:  # the lower layer through a weight op, x as input
+                lateral = _mm(self.arch.ops, x, self.Wlat.value)
+                cross = lateral if cross is None else cross + lateral
+                x = given
             x = layer(x, cross)
         if self.arch.out == "etp" or self.arch.ops != "mixed":
             return _mm(self.arch.ops, x, self.Wo.value)

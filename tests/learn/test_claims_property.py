@@ -13,22 +13,25 @@ For every generated architecture (:mod:`tests.learn.archs`) and algorithm:
   online gradient;
 * a ``ParamState``'s claim is its leaves' worst (a matrix and a plainly added bias).
 
-The generator (``tests/learn/archs.py``) covers pre-update reads across groups, stacks in
-both wirings, top-down feedback of the top layer's previous state into the first layer
+The generator (``tests/learn/archs.py``) covers pre-update reads across groups, stacks in both
+wirings, top-down feedback of the top layer's previous state into the first layer
 (element-wise, through an ETP matmul or a plain one: without it, deleting the cross-group rule
 of ``_relation_drops`` passed the suite while such a weight was claimed exact at a relative
 error of 0.6), weight normalisation, one weight shared by two layers, integer countdown states
-and mixed per-leaf claims; ES-D-RTRL runs with unequal decays. Issue 29 ("peers") added
+and mixed per-leaf claims; ES-D-RTRL runs with unequal decays. Issue 41 added two groups that
+read each other through weight ops (``Arch.wiring = "siblings"``: both read the input, the
+second reads the first through ``Wlat``, the first the second's previous state through ``Wfb``,
+the output the second only), drawn by their own test and named below. Issue 29 ("peers") added
 Heaviside spikes with surrogate derivatives (braintools' ``heaviside_surrogate_gradient``
-primitive, ``custom_jvp``, ``custom_vjp``; LIF soft resets that put the surrogate on the
-h -> h path), LayerNorm-style normalisation of the pre-activation (zero by structure below
-it), the pre-activation computed in a top-level ``cond`` (``jax.lax`` and brainstate), and an
-embedding of integer tokens as the first layer's input. Three etp_viz failures the new draws
-found are named cases below (each failed before its fix): a ``custom_vjp`` spike on a
-``y -> h`` tail (D-RTRL / ES-D-RTRL raised jax's "can't apply forward-mode autodiff (jvp) to
-a custom_vjp function"), one on the h -> h path (RTRL, UORO, dense SnAp-n, OSTL: the same,
-``tests/learn/test_influence_claims_property.py``), and a normalisation after a ``cond`` (claimed
-approximate at an identically zero online gradient).
+primitive, ``custom_jvp``, ``custom_vjp``; LIF soft resets that put the surrogate on the h -> h
+path), LayerNorm-style normalisation of the pre-activation (zero by structure below it), the
+pre-activation computed in a top-level ``cond`` (``jax.lax`` and brainstate), and an embedding
+of integer tokens as the first layer's input. Three etp_viz failures the new draws found are
+named cases below (each failed before its fix): a ``custom_vjp`` spike on a ``y -> h`` tail
+(D-RTRL / ES-D-RTRL raised jax's "can't apply forward-mode autodiff (jvp) to a custom_vjp
+function"), one on the h -> h path (RTRL, UORO, dense SnAp-n, OSTL: the same,
+``tests/learn/test_influence_claims_property.py``), and a normalisation after a ``cond``
+(claimed approximate at an identically zero online gradient).
 
 The examples are derandomized (CI is reproducible). ``ETP_VIZ_CLAIM_EXAMPLES`` sets their
 number: 60 on the oldest stack's leg, 40 on the newest by default, each leg drawing its own
@@ -208,8 +211,39 @@ def test_claims_hold_on_generated_architectures(x64, arch, algorithm):
     check(arch, algorithm)
 
 
+#: two groups that both read the model's input, the second reading the first through a weight
+#: op (``Wlat``) and, with ``feedback``, the first the second's previous state through another
+#: (``Arch.wiring = "siblings"``, issue 41): the first group's weights reach the output only
+#: through that op, the dropped A -> B term
+SIBLINGS = st.builds(
+    archs.Arch,
+    layers=st.tuples(layers(0, CONDS), layers(1, CONDS)),
+    out=st.sampled_from(["etp", "plain"]),
+    batch=st.sampled_from([None, 2]),
+    seed=st.integers(0, 10_000),
+    shared=st.booleans(),
+    feedback=st.sampled_from(["etp", "etp", *archs.FEEDBACKS]),
+    wiring=st.just("siblings"),
+)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@leg_sequence
+@settings(
+    max_examples=examples("ETP_VIZ_SIBLING_EXAMPLES", oldest=12, newest=8),
+    deadline=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(arch=SIBLINGS, algorithm=st.sampled_from(["d_rtrl", "d_rtrl", "es_d_rtrl"]))
+def test_claims_hold_when_two_groups_read_each_other_through_weight_ops(x64, arch, algorithm):
+    check(arch, algorithm)
+
+
 # -- named cases: each rule once, readable when it fails ----------------------------------
 L = archs.Layer
+SIBLING = {"feedback": "etp", "wiring": "siblings", "seed": 3}
 NAMED = {
     "leaky": (archs.Arch((L(),)), {"layers.0.Win": "exact", "Wo": "exact"}),
     "dense recurrence": (archs.Arch((L(rec="dense"),)), {"layers.0.Wrec": "approximate"}),
@@ -292,6 +326,23 @@ NAMED = {
     "a custom_vjp LIF whose adaptation reads y": (
         archs.Arch((L(act="lif_vjp", states=2, adapt="first"),)),
         {"layers.0.Win": "exact"},
+    ),
+    # issue 41: A = sigmoid(W_a x + Wfb B_old), B = W_b x + Wrec B_old + Wlat A, the output
+    # reading B: A's weights reach it only through Wlat, a weight op (the dropped A -> B
+    # term). With B reading A's previous value, or the output B's, no learning signal meets
+    # A's traces: none, with that reason
+    "two groups through weight ops, B reads A's previous value": (
+        archs.Arch((L(rec="none", act="spike", reads="old"), L(rec="dense")), **SIBLING),
+        {"layers.0.Win": "none", "Wfb": "none", "Wlat": "approximate"},
+    ),
+    "two groups through weight ops, the output reads B's previous value": (
+        archs.Arch((L(rec="none", act="spike"), L(rec="dense", reads="old")), **SIBLING),
+        {"layers.0.Win": "none", "Wfb": "none", "Wlat": "approximate"},
+    ),
+    # B reading A's new value: the signal reaches A through Wlat (learned, approximately)
+    "two groups through weight ops, B reads A's new value": (
+        archs.Arch((L(rec="none", act="spike"), L(rec="dense")), **SIBLING),
+        {"layers.0.Win": "approximate", "Wfb": "approximate"},
     ),
     # the if-converted select_n of a top-level cond gates the tangent by an unknown scalar,
     # which the normalisation still cancels: zero by structure (was "approximate" at 0)
