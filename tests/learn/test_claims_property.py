@@ -397,3 +397,27 @@ def test_es_d_rtrl_claims_online_weights_approximate_and_readouts_exact(x64):
     assert claims["layers.0.Win"].kind == "approximate"
     assert "factorises" in claims["layers.0.Win"].reason
     assert claims["Wo"].kind == "exact"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("algorithm", ["d_rtrl", "es_d_rtrl"])
+@pytest.mark.parametrize("reads", ["old", "new"])
+def test_verify_agrees_with_the_claims_of_two_groups_through_weight_ops(x64, reads, algorithm):
+    """Issue 41's shape measured by ``etp_viz.verify`` (float64): A = sigmoid(W_a x + Wfb
+    B_old), B = W_b x + Wrec B_old + Wlat A, the output reading B. Reading A's previous value,
+    B carries no learning signal back to A's traces: A's weights are claimed none, their
+    online gradient is exactly 0 and BPTT's is not; reading A's new value, they learn."""
+    arch = archs.Arch((L(rec="none", act="spike", reads=reads), L(rec="dense")), **SIBLING)
+    model = archs.build(arch)
+    report = etp_viz.verify(model, archs.inputs(arch, NUM_STEPS), algorithm=algorithm)
+    assert not report.contradictions, report.table()
+    rows = {row.path: row for row in report.rows}
+    for path in ("layers.0.Win", "Wfb"):
+        row = rows[path]
+        assert row.true_norm > 1e-6, path
+        if reads == "old":
+            assert row.claim == "none" and row.online_norm == 0.0, (path, row)
+            assert "reaches the loss only in a later step" in row.reason, row.reason
+            assert "which reads it at Wlat (etp_mv" in row.reason, row.reason  # the A -> B op
+        else:
+            assert row.claim == "approximate" and row.online_norm > 0.0, (path, row)

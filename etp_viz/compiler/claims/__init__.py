@@ -450,6 +450,10 @@ def _silent_reason(flow: Flow, silent: list, relations: list) -> str:
     )
     names = _names(flow.memories, states)
     via = f", through {_names(flow.memories, readers)}" if readers else ""
+    # the ops those later states read it at: the dropped term (a weight op, issue 41)
+    ops = flow.reading(states, readers) or flow.reading_new(states, readers) if readers else ()
+    verb = "reads" if len(bits_of(readers)) == 1 else "read"
+    via += f", which {verb} it at {_describe(flow, ops)}" if ops else ""
     return (
         f"zero by structure: {names} (what its trace follows) reaches the loss only in a later "
         f"step than the one it is written in{via}, and no output reads its previous value: no "
