@@ -65,6 +65,7 @@ CARD_WEIGHT_FIELDS = (
     "aval",
     "claim_reason",
     "leaf_claims",
+    "block_claims",
     "summary",
     "detail",
     "gap",

@@ -115,6 +115,9 @@ class WeightInfo:
     #: (``compiler.claims.verdict.status_text``); the front end shows it as is
     status_text: str = ""
     leaf_claims: tuple[tuple[str, str, str], ...] = ()
+    #: a fused gate weight's claim per block of columns, ``(where, kind, reason in plain
+    #: words)``: ``("columns 0-7 (r)", "none", "They reach ...")`` (brainstate's GRUCell.Wrz)
+    block_claims: tuple[tuple[str, str, str], ...] = ()
     #: the equations of the Jacobian terms the algorithm drops for this weight, and the edges
     #: into them (drawn dashed: the cut h -> h dependencies)
     dropped_nodes: tuple[str, ...] = ()

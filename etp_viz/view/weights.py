@@ -15,6 +15,7 @@ import brainstate
 import jax
 
 from etp_viz.compiler.claims import combine_leaf_claims
+from etp_viz.compiler.claims.plain import reason_sentences
 from etp_viz.compiler.claims.verdict import (
     NOT_ETP_REASON,
     NOT_READ_REASON,
@@ -160,9 +161,21 @@ def weight_claim(ann: Any, verdict: WeightVerdict) -> dict[str, Any]:
         "claim": verdict.claim,
         "claim_reason": verdict.claim_reason,
         "leaf_claims": tuple((k, c.kind, c.reason) for k, c in verdict.leaf_claims),
+        "block_claims": _block_claims(verdict),
         "dropped_nodes": dropped_nodes,
         "dropped_edges": ann.edges_into(dropped_nodes),
     }
+
+
+def _block_claims(verdict: WeightVerdict) -> tuple[tuple[str, str, str], ...]:
+    """Each block of a fused gate weight once (its weight and bias leaves share the blocks):
+    where, the claim word and the reason in plain words."""
+    found: dict[tuple[str, str], str] = {}
+    for _, claim in verdict.leaf_claims:
+        for block in claim.blocks:
+            text = " ".join(reason_sentences(block.reason))
+            found.setdefault((block.where(), block.kind), text)
+    return tuple((where, kind, text) for (where, kind), text in found.items())
 
 
 def claims_by_weight(claims: Any) -> dict[str, tuple[str, str]]:

@@ -346,6 +346,8 @@ export function inspectorPanel(index, selected, actions) {
       table([["learned", w.status_text, weightCodes(w)], ["hidden state", groupNames(index, w.groups), (w.groups || []).map((/** @type {number} */ g) => `group ${g}`).join(", ")],
         ["per learner", (w.claims || []).map((/** @type {any} */ c) => `${c.algorithm}: ${c.claim}`).join("; ")], ["measured", w.verified],
         ["per part", (w.leaf_claims || []).length > 1 ? w.leaf_claims.map((/** @type {any[]} */ c) => `${c[0]}: ${c[1]}`).join("; ") : null],
+        // a fused gate weight (brainstate's LSTMCell.W): one row per block of columns
+        ...(w.block_claims || []).map((/** @type {any[]} */ b) => [b[0], h("span", { "data-block": b[0], "data-claim": b[1] }, `${b[1]}${b[2] ? ` · ${b[2]}` : ""}`)]),
         ["dropped at", names(index, w.dropped_nodes)],
         ["blocked by", blockers.length ? h("span", { title: (w.boundary_nodes || []).join(", ") }, blockers.join(", ")) : null],
         ["suggested fix", w.fix], ["value", w.aval]]),

@@ -75,3 +75,34 @@ def test_a_brainstate_lstm_is_drawn_as_its_cell_and_opens_on_click(harness, lstm
         f"document.querySelectorAll('svg.etp-graph g.node').length === {before}"
     )
     assert_clean(page)
+
+
+class GRUNet(brainstate.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = brainstate.nn.GRUCell(3, 8)
+        self.out = brainstate.nn.Linear(8, 2)
+
+    def update(self, x):
+        return self.out(self.cell(x))
+
+
+def test_a_fused_gate_weight_shows_its_claim_per_block(harness):
+    """brainstate's GRUCell.Wrz holds the reset and update gates: the inspector gives each
+    block of columns its own claim, the reset gate's with the reason it is not learned."""
+    model = GRUNet()
+    brainstate.nn.init_all_states(model)
+    page = harness(etp_viz.show(model, jnp.zeros(3), lift=True), "cell_gru_blocks")
+    wait_rendered(page)
+    page.page.click("[data-weight='cell.Wrz.weight']")
+    page.page.wait_for_selector("[data-panel-body='inspector'] [data-block]")
+    blocks = page.page.evaluate(
+        "[...document.querySelectorAll(\"[data-panel-body='inspector'] [data-block]\")]"
+        ".map((e) => [e.dataset.block, e.dataset.claim, e.textContent])"
+    )
+    assert [(b[0], b[1]) for b in blocks] == [
+        ("columns 0-7 (r)", "none"),
+        ("columns 8-15 (z)", "approximate"),
+    ], blocks
+    assert "only through cell.Wh.weight" in blocks[0][2], blocks
+    assert_clean(page)
