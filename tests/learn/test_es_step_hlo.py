@@ -100,8 +100,12 @@ def _compiled_step(name: str):
     comps = _computations(brainstate.transform.jit(train).lower(xs).compile().as_text())
     bodies = [m.group(1) for lines in comps.values() for line in lines
               for m in [re.search(r"\bwhile\(.*?body=%?([\w.\-]+)", line)] if m]  # fmt: skip
-    assert len(bodies) == 1, f"expected the one loop over time steps, got {bodies}"
-    return alg, comps, comps[bodies[0]]
+    # the loop over time steps is the largest: with most of XLA's optimisations off, as the
+    # suite runs, the LSTM keeps a small second loop (13 instructions, over its two states)
+    assert bodies, "expected a loop over time steps"
+    step = max(bodies, key=lambda body: len(comps[body]))
+    assert all(len(comps[b]) < len(comps[step]) / 4 for b in bodies if b != step), bodies
+    return alg, comps, comps[step]
 
 
 def _shape(line: str) -> tuple[int, ...] | None:

@@ -74,10 +74,10 @@ def leaf_block_claims(
             drops = [*extra, *(d for r in rels for d in rel_drops[r])]
             texts = list(dict.fromkeys(text for text, _ in drops))
             kind = "approximate" if texts else "exact"
-            claims.append(BlockClaim(*_where(block), kind, "; ".join(texts)))
+            claims.append(_claim(block, kind, "; ".join(texts)))
         else:
             reason = _block_reason(graph, block)
-            claims.append(BlockClaim(*_where(block), "none", reason))
+            claims.append(_claim(block, "none", reason))
             unlearned.append(claims[-1])
     if not unlearned or len(unlearned) == len(claims):
         return tuple(claims), drops
@@ -90,8 +90,8 @@ def leaf_block_claims(
     return tuple(claims), [*kept, *named]
 
 
-def _where(block: Any) -> tuple:
-    return block.eqn_index, block.start, block.stop, block.label
+def _claim(block: Any, kind: str, reason: str) -> BlockClaim:
+    return BlockClaim(block.eqn_index, block.start, block.stop, block.label, kind, reason)
 
 
 def _block_reason(graph: Any, block: Any) -> str:

@@ -48,7 +48,7 @@ class WeightBlock(NamedTuple):
         The ``ParamState`` the columns belong to.
     start, stop : int
         Columns of the weight (and of the op's output) this block computes.
-    index, count : int
+    position, of : int
         Which block of how many (in column order).
     label : str
         The name the user's code gives the block (``"z"``), or ``"block k"``.
@@ -60,8 +60,8 @@ class WeightBlock(NamedTuple):
     weight_path: tuple
     start: int
     stop: int
-    index: int
-    count: int
+    position: int
+    of: int
     label: str
     source: str = ""
 
@@ -81,8 +81,8 @@ class WeightBlock(NamedTuple):
             "weight_path": ".".join(map(str, self.weight_path)),
             "start": self.start,
             "stop": self.stop,
-            "index": self.index,
-            "count": self.count,
+            "position": self.position,
+            "of": self.of,
             "label": self.label,
             "source": self.source,
         }

@@ -257,7 +257,9 @@ def _lookup(ctx: _Context, index: int, w_side: int) -> Plan | Refusal:
     clamps or fills them, the ETP op gives a zero row."""
     eqn = ctx.eqns[index]
     table = eqn.invars[w_side]
-    ids, form = _lookup_ids(ctx, eqn, w_side)
+    found = _lookup_ids(ctx, eqn, w_side)
+    assert found is not None  # find_plans asked _lookup_ids first
+    ids, form = found
     source = f"{ctx.text(table)}[ids]"
     rows, width = table.aval.shape
     dtype = eqn.outvars[0].aval.dtype

@@ -75,7 +75,7 @@ class LiftReport(NamedTuple):
         groups: dict = {}  # first block's equation -> every block's (blocks come per op)
         first = -1
         for block in blocks:
-            first = block.eqn_index if block.index == 0 else first
+            first = block.eqn_index if block.position == 0 else first
             groups.setdefault(first, []).append(block.eqn_index)
 
         def moved_op(op: LiftedOp) -> LiftedOp:
@@ -252,7 +252,9 @@ class _Splicer:
                 eqn = eqn.replace(invars=invars)
             rows.append((eqn, index, stack, None))
         rows = _drop_dead(rows, jaxpr.outvars, maybe_dead)
-        eqns, nested_in, where = [], {}, {}
+        eqns: list = []
+        nested_in: dict = {}
+        where: dict = {}
         for new_index, (eqn, old, stack, owner) in enumerate(rows):
             eqns.append(eqn)
             if stack:
