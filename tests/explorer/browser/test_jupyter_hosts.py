@@ -328,7 +328,7 @@ def test_parts_of_a_deep_stack_come_over_the_comm(jupyter_host, browser, tmp_pat
         assert p.evaluate(f"({APP}).model.get('view_model')") is None  # not synced
         assert p.evaluate(DRAWN_WEIGHT_OP, "layers.3.Wz.weight") is None
         p.evaluate(
-            f"""() => {{ const app = {APP}; const dot = app.graph.clusterToDot.get("m:layers.3");
+            f"""() => {{ const app = {APP}; const dot = app.graph.clusterToDot.get("cell:layers.3");
               const click = new MouseEvent("click", {{bubbles: true}});
               document.getElementById(dot).dispatchEvent(click);
             }}"""
