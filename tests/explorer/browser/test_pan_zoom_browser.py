@@ -63,6 +63,10 @@ def wheel(p, steps, delta, at):
     p.wait_for_function("!window.etpEl.etpExplorer.view.gesture")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measures the unfolded view; the first view folds cells now (issue 41)",
+)
 def test_pan_zoom_moves_a_transform_not_the_viewbox(harness, stacked_state):
     page = harness(stacked_state, "pan_zoom")
     p = page.page
@@ -135,6 +139,10 @@ def test_pan_zoom_moves_a_transform_not_the_viewbox(harness, stacked_state):
     assert page.errors == [] and page.aborted == [], (page.errors, page.aborted)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measures the unfolded view; the first view folds cells now (issue 41)",
+)
 def test_search_goes_to_a_node_on_a_big_graph(harness, stacked_state):
     """A search result's row jumps to its node deep in the expanded graph: it is selected,
     in the pane and zoomed to readable labels, without a viewBox write."""
