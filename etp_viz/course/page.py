@@ -19,8 +19,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from etp_viz.explorer.bundle import STANDALONE_BUNDLE, bundle_text
-from etp_viz.explorer.export import CSP, MOCK_MODEL_JS, script_safe
+from etp_viz.explorer.export import json_script, page_shell
+
+from .tex import tex_to_mathml
 
 __all__ = ["MAX_PAGE_BYTES", "export_lesson", "render_markdown"]
 
@@ -30,17 +34,39 @@ MAX_PAGE_BYTES = 20_000_000
 _REMOTE_IMAGE = re.compile(r"\[?!\[[^\]]*\]\(https?://[^)]*\)(?:\]\([^)]*\))?")
 
 
+#: what the inline markdown reads first, left to right: a code span (kept as written, ``$``
+#: included), an escaped dollar, a displayed formula, an inline one (pandoc's rule: no space
+#: inside the dollars, no digit after the closing one, so "$5 and $10" is no formula)
+_SPANS = re.compile(r"(`[^`]+`)|\\\$|\$\$(.+?)\$\$|\$([^\s$](?:[^$]*?[^\s$])?)\$(?!\d)", re.S)
+
+
+def _span_html(match: re.Match[str]) -> str:
+    code, display, inline = match.groups()
+    if code:
+        return f"<code>{html.escape(code[1:-1], quote=False)}</code>"
+    if display is not None:
+        return tex_to_mathml(display, display=True)
+    return "$" if inline is None else tex_to_mathml(inline)
+
+
 def _inline(text: str) -> str:
-    text = html.escape(text, quote=False)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    kept: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        kept.append(_span_html(match))
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = html.escape(_SPANS.sub(keep, text.replace("\x00", "")), quote=False)
     text = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
     text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<em>\1</em>", text)
-    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', text)
+    text = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', text)
+    return re.sub("\x00(\\d+)\x00", lambda match: kept[int(match[1])], text)
 
 
 def render_markdown(source: str) -> str:
     """The notebook markdown the lessons use as HTML: headings, paragraphs, bullet lists,
-    code spans, bold / italic, links and raw ``<details>`` blocks (math stays TeX).
+    code spans, bold / italic, links, raw ``<details>`` blocks and TeX math (``$...$``,
+    ``$$...$$``) as MathML (:func:`etp_viz.course.tex.tex_to_mathml`).
 
     >>> render_markdown("## A *b*\\n\\n* one\\n* `two`")
     '<h2>A <em>b</em></h2>\\n<ul><li>one</li><li><code>two</code></li></ul>'
@@ -234,38 +260,122 @@ function etpHash(text) {
 """
 
 
-def _json_script(element_id: str, value: Any) -> str:
-    text = json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
-    return f'<script type="application/json" id="{element_id}">{text}</script>'
+#: rows of a series the saved page draws (``seriesFromHistory``'s ``window`` in
+#: js/src/live/series.js); the whole-run panels read every step
+PAGE_WINDOW = 500
+#: the metrics the page draws over the whole run: the loss and accuracy panels and the
+#: traces the scrubber replays on the graph (``staticOverviews``, js/src/live/series.js)
+WHOLE_RUN = re.compile(r"loss$|accuracy/|trace(?:_x|_f)?/")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _float32(value: Any) -> Any:
+    """``value`` (JSON data) with each float written at float32 precision, the precision of
+    the page's ``Float32Array`` s (``0.4594047963619232`` -> ``0.4594048``, ``1.0`` -> ``1``)."""
+    if isinstance(value, list):
+        return [_float32(item) for item in value]
+    if not isinstance(value, float) or not abs(value) <= _FLOAT32_MAX:
+        return value
+    short = float(str(np.float32(value)))
+    return int(short) if short.is_integer() and abs(short) < 2**53 else short
+
+
+def _heatmap_rows(rows: list[Any]) -> list[Any]:
+    """A heatmap's rows as the page draws them: its last :data:`PAGE_WINDOW` measured rows
+    (a row with a value); every other row ``None`` (not measured), kept for the step index."""
+    measured = [i for i, row in enumerate(rows) if isinstance(row, list) and any(
+        item is not None for item in row)]  # fmt: skip
+    drawn = set(measured[-PAGE_WINDOW:])
+    return [row if i in drawn else None for i, row in enumerate(rows)]
+
+
+def _episode_start(steps: list[int], episode: int) -> int:
+    """The first step of the episode an activity panel draws: the last complete one, else the
+    last ``episode`` steps (``activityFromHistory``, js/src/live/series.js)."""
+    last = steps[-1] + 1
+    end = last // episode * episode
+    start = end - episode
+    return max(steps[0], last - episode) if start < steps[0] or end <= start else start
+
+
+def _last_episodes(activity: dict[str, Any], episodes: list[int]) -> dict[str, Any]:
+    """The activity rows from the first step any activity panel draws on (older rows left
+    out; each series keeps its rows' alignment with the tail of ``steps``)."""
+    steps, values = activity.get("steps") or [], activity.get("values") or {}
+    kept = {}
+    for name, rows in values.items():
+        own = steps[-len(rows) :] if rows else []
+        starts = [_episode_start(own, episode) for episode in episodes] if own else []
+        first = min((max(i for i, s in enumerate(own) if s <= start) for start in starts),
+                    default=len(rows))  # fmt: skip
+        kept[name] = rows[first:]
+    most = max((len(rows) for rows in kept.values()), default=0)
+    return {**activity, "steps": steps[len(steps) - most :], "values": kept}
+
+
+def page_history(history: dict[str, Any], panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a lesson page stores of a run's recorded history (``History.to_json()``): what its
+    ``panels`` (``live_panels``) draw, at the precision they draw it (float32).
+
+    The whole-run metrics (:data:`WHOLE_RUN`) and ``steps`` keep every step; a heatmap keeps
+    its last :data:`PAGE_WINDOW` measured rows (its unmeasured rows become ``null``), every
+    other metric its last :data:`PAGE_WINDOW` rows; the activity the last episode or two.
+    The page draws the same panels and scrubber from it as from the whole history, in a
+    fraction of the bytes (at the lessons' budgets the whole histories made up 80-94 % of a
+    page, mostly unmeasured heatmap rows written as lists of ``null``).
+
+    >>> history = {"steps": [0, 1, 2], "metrics": {"loss": [0.1, 0.2, 0.30000001192092896]},
+    ...            "activity": {"steps": [], "values": {}}}
+    >>> page_history(history, [])["metrics"]["loss"]
+    [0.1, 0.2, 0.3]
+    """
+    if "compare" in history:
+        return history
+    heatmaps = {panel["name"] for panel in panels if panel.get("kind") == "heatmap"}
+    metrics = {}
+    for name, rows in history.get("metrics", {}).items():
+        if WHOLE_RUN.match(name):
+            metrics[name] = _float32(rows)
+        else:
+            metrics[name] = _float32(
+                _heatmap_rows(rows) if name in heatmaps else rows[-PAGE_WINDOW:]
+            )
+    episodes = {
+        int(panel.get("episode") or 100) for panel in panels if panel.get("kind") == "activity"
+    }
+    activity = _last_episodes(history.get("activity") or {}, sorted(episodes) or [100])
+    return {**history, "metrics": metrics, "activity": _float32(activity)}
+
+
+def page_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A run's front-end state as its lesson page stores it (:func:`page_history`)."""
+    if "live_history" not in state:
+        return state
+    history = page_history(state["live_history"], state.get("live_panels") or [])
+    return {**state, "live_history": history}
 
 
 def render_lesson(lesson: Any, states: dict[str, dict[str, Any]], bundle: str) -> str:
-    """The page's HTML from the runs' front-end states and the standalone bundle."""
+    """The page's HTML from the runs' front-end states (stored by :func:`page_state`) and the
+    standalone bundle."""
     exercises = [e.to_page(lesson.name) for e in lesson.exercises]
-    title = f"etp_viz course — {lesson.title}"
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP)}">
-<title>{html.escape(title)}</title>
-<style>{STYLE}</style>
-</head>
-<body>
-<main data-lesson="{html.escape(lesson.name)}">
+    runs = {label: page_state(state) for label, state in states.items()}
+    body = f"""<main data-lesson="{html.escape(lesson.name)}">
 <p class="course">etp_viz course · lesson: {html.escape(lesson.name)} · budget {lesson.budget:,}
 steps · every run recorded, no kernel needed</p>
 {lesson_body(lesson, exercises)}
 <section class="claim"><h3>What this lesson shows</h3><p>{_inline(lesson.claim)}</p></section>
 </main>
-{_json_script("etp-runs", states)}
-{_json_script("etp-exercises", exercises)}
-<script>{script_safe(bundle)}</script>
-<script>{MOCK_MODEL_JS}
-{PAGE_JS}</script>
-</body>
-</html>
-"""
+{json_script("etp-runs", runs, compact=True)}
+{json_script("etp-exercises", exercises)}"""
+    title = f"etp_viz course — {lesson.title}"
+    return page_shell(title, body, bundle=bundle, boot=PAGE_JS, style=STYLE)
+
+
+def lesson_page(lesson: Any, steps: int | None = None) -> str:
+    """Record ``lesson``'s runs (``steps`` each, default its budget) and return its page."""
+    states = {label: ex.frontend_state() for label, ex in lesson.runs(steps).items()}
+    return render_lesson(lesson, states, bundle_text(STANDALONE_BUNDLE))
 
 
 def export_lesson(lesson: Any, path: str | Path, *, steps: int | None = None) -> Path:
@@ -273,8 +383,7 @@ def export_lesson(lesson: Any, path: str | Path, *, steps: int | None = None) ->
 
     Raises ``ValueError`` when the page would exceed :data:`MAX_PAGE_BYTES`.
     """
-    states = {label: ex.frontend_state() for label, ex in lesson.runs(steps).items()}
-    page = render_lesson(lesson, states, bundle_text(STANDALONE_BUNDLE))
+    page = lesson_page(lesson, steps)
     size = len(page.encode("utf-8"))
     if size > MAX_PAGE_BYTES:
         raise ValueError(f"{lesson.name}'s page is {size:,} bytes (limit {MAX_PAGE_BYTES:,})")

@@ -52,33 +52,69 @@ def script_safe(text: str) -> str:
     return text.replace("</script", "<\\/script").replace("<!--", "<\\!--")
 
 
-def render_html(state: dict[str, Any], bundle: str, *, title: str = "etp_viz explorer") -> str:
-    """The HTML page for a widget state (see ``Explorer.frontend_state``)."""
-    state_json = json.dumps(state).replace("<", "\\u003c").replace(">", "\\u003e")
+#: the saved explorer page's style (a lesson page passes its own)
+PAGE_STYLE = "body { margin: 0; padding: 8px; font-family: sans-serif; }"
+
+
+def json_script(element_id: str, value: Any, *, compact: bool = False) -> str:
+    r"""``value`` as a ``<script type="application/json">`` element the page reads back with
+    ``JSON.parse`` (``<`` and ``>`` escaped: no text in it can end the element or open one);
+    ``compact``: no space after ``,`` and ``:``.
+
+    >>> json_script("etp-state", {"title": "</script>"})
+    '<script type="application/json" id="etp-state">{"title": "\\u003c/script\\u003e"}</script>'
+    """
+    separators = (",", ":") if compact else None
+    text = json.dumps(value, separators=separators).replace("<", "\\u003c").replace(">", "\\u003e")
+    return f'<script type="application/json" id="{html.escape(element_id)}">{text}</script>'
+
+
+def page_shell(title: str, body: str, *, bundle: str, boot: str, style: str = PAGE_STYLE) -> str:
+    """One offline page: the head (charset, the :data:`CSP` that forbids every request, the
+    escaped ``title``, ``style``), then ``body`` (trusted HTML: the page's markup and its
+    :func:`json_script` data), the front-end ``bundle`` inlined and the script ``boot``
+    after :data:`MOCK_MODEL_JS` (its ``etpCreateModel`` stands in for the kernel).
+
+    The saved explorer page (:func:`render_html`) and a course lesson's page
+    (:mod:`etp_viz.course.page`) are both this shell.
+
+    >>> page = page_shell("a <b>", "<main></main>", bundle="/* js */", boot="run();")
+    >>> page.startswith("<!DOCTYPE html>"), "<title>a &lt;b&gt;</title>" in page
+    (True, True)
+    """
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{html.escape(CSP)}">
 <title>{html.escape(title)}</title>
-<style>body {{ margin: 0; padding: 8px; font-family: sans-serif; }}</style>
+<style>{style}</style>
 </head>
 <body>
-<div id="etp-explorer"></div>
-<script type="application/json" id="etp-state">{state_json}</script>
+{body}
 <script>{script_safe(bundle)}</script>
 <script>
 {MOCK_MODEL_JS}
-(function () {{
-  const state = JSON.parse(document.getElementById("etp-state").textContent);
-  const el = document.getElementById("etp-explorer");
-  window.etpModel = etpCreateModel(state);
-  EtpVizExplorer.default.render({{ model: window.etpModel, el }});
-}})();
+{script_safe(boot)}
 </script>
 </body>
 </html>
 """
+
+
+#: the saved explorer page's script: one explorer over the saved state
+EXPLORER_BOOT = """(function () {
+  const state = JSON.parse(document.getElementById("etp-state").textContent);
+  const el = document.getElementById("etp-explorer");
+  window.etpModel = etpCreateModel(state);
+  EtpVizExplorer.default.render({ model: window.etpModel, el });
+})();"""
+
+
+def render_html(state: dict[str, Any], bundle: str, *, title: str = "etp_viz explorer") -> str:
+    """The HTML page for a widget state (see ``Explorer.frontend_state``)."""
+    body = f'<div id="etp-explorer"></div>\n{json_script("etp-state", state)}'
+    return page_shell(title, body, bundle=bundle, boot=EXPLORER_BOOT)
 
 
 def save_html(explorer: Any, path: str | Path, *, title: str | None = None) -> Path:
