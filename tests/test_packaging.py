@@ -126,13 +126,31 @@ def test_sdist_carries_the_bundle_and_builds_without_npm(built):
     assert set(BUNDLES) <= set(zipfile.ZipFile(wheel).namelist())
 
 
+#: JS: what the saved page's graph draws: the view-model id of each drawn node with its text,
+#: and the cells (their drawn node's id, ports and hidden states)
+DRAWN = """() => { const app = document.querySelector('.etp-explorer').parentElement.etpExplorer;
+  const nodes = [...document.querySelectorAll('.etp-graph-pane svg g.node')].map((g) => {
+    const ref = app.graph.dotToVm.get(g.id);
+    return { id: ref ? ref.id : null, text: g.textContent }; });
+  const cells = [...app.index.clusters.values()].filter((c) => c.kind === 'cell')
+    .map((c) => ({ id: c.id, dot: app.graph.clusterToDot.get(c.id), ports: c.ports,
+      hidden: c.hidden_paths }));
+  return { nodes, cells }; }"""
+#: JS: click the drawn node of cell `id` (what opens its equations)
+OPEN_CELL = """(id) => {
+  const app = document.querySelector('.etp-explorer').parentElement.etpExplorer;
+  document.getElementById(app.graph.clusterToDot.get(id))
+    .dispatchEvent(new MouseEvent('click', {bubbles: true})); }"""
+
+
 @pytest.mark.slow
 @pytest.mark.browser
-@pytest.mark.xfail(
-    strict=True,
-    reason="measures the unfolded view; the first view folds cells now (issue 41)",
-)
 def test_wheel_installs_with_explorer_and_renders_offline(built, request):
+    """The wheel with ``[explorer]``: ``show(...).save_html`` in the fresh venv writes a page
+    that Chromium renders from file:// with no request and no error. Its first view folds the
+    GRU into one ``cell`` node (issue 41) whose ports are the cell's three weights, between the
+    input, the readout's weight op and the output; a click on the cell opens its equations
+    (the installed bundle lays the graph out again, offline)."""
     assert set(BUNDLES) <= set(zipfile.ZipFile(built.wheel).namelist())
     run([built.python, "-m", "pip", "install", "-q", f"{built.wheel}[explorer]"])
     page_path = built.root / "page.html"
@@ -141,9 +159,35 @@ def test_wheel_installs_with_explorer_and_renders_offline(built, request):
     assert str(built.root / "venv") in where, where
     # file:// only; any other request is aborted and counted
     page = request.getfixturevalue("open_page")(None)
-    page.page.goto(page_path.as_uri())
-    page.page.wait_for_selector(".etp-graph-pane svg g.node", timeout=30000)
-    assert page.page.eval_on_selector_all(".etp-graph-pane svg g.node", "ns => ns.length") > 5
+    p = page.page
+    p.goto(page_path.as_uri())
+    p.wait_for_selector(".etp-graph-pane svg g.node", timeout=30000)
+    drawn = p.evaluate(DRAWN)
+    weights = ["rnn.Wz.weight", "rnn.Wr.weight", "rnn.Wh.weight"]
+    assert [(c["id"], sorted(c["ports"]), c["hidden"]) for c in drawn["cells"]] == [
+        ("cell:rnn", sorted(weights), ["rnn.h"])
+    ], drawn["cells"]
+    ids = [n["id"] for n in drawn["nodes"]]
+    assert {"in:0", "cell:rnn", "out:0"} <= set(ids), ids
+    texts = {n["id"]: n["text"] for n in drawn["nodes"]}
+    assert "GRUCell" in texts["cell:rnn"], texts
+    assert all(w in texts["cell:rnn"] for w in weights), texts  # the ports' tooltips
+    assert any("out.weight" in t for i, t in texts.items() if i.startswith("e")), texts
+    listed = p.eval_on_selector_all("[data-weight]", "es => es.map((e) => e.dataset.weight)")
+    assert sorted(set(listed)) == sorted([*weights, "out.weight"]), listed
+    # the cell opens: its equations (the GRU's gates) are drawn in its place
+    p.evaluate(OPEN_CELL, "cell:rnn")
+    p.wait_for_function(
+        "(n) => document.querySelectorAll('.etp-graph-pane svg g.node').length > n",
+        arg=len(ids) + 5,
+        timeout=30000,
+    )
+    opened = {n["id"]: n["text"] for n in p.evaluate(DRAWN)["nodes"]}
+    assert "cell:rnn" not in opened and {"in:0", "out:0"} <= set(opened), sorted(opened)
+    ops = " | ".join(opened.values())
+    assert "logistic" in ops and "tanh" in ops, ops
+    for w in weights:  # each port is now its own weight op
+        assert any(t.lstrip().startswith("weight op") and w in t for t in opened.values()), w
     assert page.aborted == [] and page.errors == [], (page.aborted, page.errors)
 
 

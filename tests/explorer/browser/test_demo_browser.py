@@ -102,43 +102,107 @@ def open_demo(open_page, demo_html, width=1400, height=1000):
     return page
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measures the unfolded view; the first view folds cells now (issue 41)",
+#: JS: the explorer of a page (the demo's mounts it on the root's parent)
+APP = "document.querySelector('.etp-explorer').parentElement.etpExplorer"
+#: JS: ids of the graph's nodes drawn (partly) outside the graph pane
+OUTSIDE = """() => { const pane = document.querySelector('.etp-graph-pane').getBoundingClientRect();
+  return [...document.querySelectorAll('.etp-graph-pane svg.etp-graph g.node')]
+    .map((g) => [g.id, g.getBoundingClientRect()])
+    .filter(([, r]) => r.left < pane.left - 0.5 || r.right > pane.right + 0.5
+      || r.top < pane.top - 0.5 || r.bottom > pane.bottom + 0.5).map(([id]) => id); }"""
+#: JS: the graph pane's, the explorer's and the drawn graph's size on screen (px), the part of
+#: the drawn graph inside the pane
+SIZES = """() => { const pane = document.querySelector('.etp-graph-pane').getBoundingClientRect();
+  const root = document.querySelector('.etp-explorer').getBoundingClientRect();
+  const g = document.querySelector('.etp-graph-pane svg.etp-graph g.graph')
+    .getBoundingClientRect();
+  return { pane: pane.width, paneHeight: pane.height, root: root.width,
+    drawn: Math.min(g.right, pane.right) - Math.max(g.left, pane.left),
+    drawnHeight: Math.min(g.bottom, pane.bottom) - Math.max(g.top, pane.top) }; }"""
+#: JS: the view-model ids of the cells the graph draws folded (one node each)
+FOLDED_CELLS = (
+    """() => { const app = """
+    + APP
+    + """; return [...app.index.clusters.values()]
+  .filter((c) => c.kind === 'cell' && app.graph.clusterToDot.get(c.id)?.startsWith('k'))
+  .map((c) => c.id); }"""
 )
+#: JS: click the drawn node of a folded cell (what a user does to open its equations)
+CLICK_CELL = (
+    """(id) => { const dot = """
+    + APP
+    + """.graph.clusterToDot.get(id);
+  document.getElementById(dot).dispatchEvent(new MouseEvent('click', {bubbles: true})); }"""
+)
+#: JS: the graph is laid out and mounted with the cell `id` open
+CELL_OPEN = (
+    """(id) => { const app = """
+    + APP
+    + """; return Boolean(app.graph && app.graph.expanded.has(id)
+  && !document.querySelector('.etp-graph-pane svg.etp-building')
+  && !app.graph.clusterToDot.get(id)?.startsWith('k')); }"""
+)
+
+
+def open_every_cell(page) -> list[str]:
+    """Click each folded cell of the demo's graph open, one at a time (each click lays the
+    graph out again); the ids of the cells opened."""
+    opened = []
+    while cells := page.page.evaluate(FOLDED_CELLS):
+        page.page.evaluate(CLICK_CELL, cells[0])
+        page.page.wait_for_function(CELL_OPEN, arg=cells[0], timeout=30000)
+        opened.append(cells[0])
+        assert len(opened) < 20, opened
+    return opened
+
+
+def assert_whole_and_readable(page, what):
+    """Every node inside the graph pane, nothing said to be off screen (also after Fit), no
+    node label under the fitted view's floor (7 px at text scale 1: ./view.js
+    firstViewLabelPx); the sizes of the pane and the drawn graph."""
+    outside = page.page.evaluate(OUTSIDE)
+    assert outside == [], f"{what}: nodes outside the view: {outside}"
+    for _ in range(2):  # the view as drawn, then after Fit
+        assert "drag to see more" not in page.page.text_content("[data-status]"), what
+        page.page.click("[data-action=fit]")
+    labels = page.page.evaluate(LABEL_PX)
+    assert labels, f"{what}: no node labels drawn"
+    smallest = min(labels, key=lambda label: label["px"])
+    assert smallest["px"] >= 7, (
+        f"{what}: node label {smallest['text']!r} renders at {smallest['px']:.1f} px"
+    )
+    sizes = page.page.evaluate(SIZES)
+    assert sizes["pane"] >= 0.7 * sizes["root"], (what, sizes)
+    return sizes
+
+
 def test_demo_graph_is_whole_in_its_first_view_and_uses_the_width(open_page, demo_html, tmp_path):
     """At 1400x1000, the default view of the demo model shows the whole graph (every node
     inside the graph pane, nothing said to be off screen, also after Fit), its labels no
     smaller than the fitted view's floor (7 px at text scale 1: ./view.js firstViewLabelPx),
-    and the drawn graph spans the graph pane's width, which is most of the explorer's."""
+    in a graph pane that is most of the explorer's width.
+
+    The first view folds each cell into one node (issue 41): the demo's LIF layer and its
+    readout, a short chain laid out in the direction that draws it largest (./index.js
+    relayout); it fills the pane along the side that limits it. Opening both cells (a click
+    each) draws their ~20 operations: still whole and readable, and that wide graph spans the
+    pane's width."""
     page = open_demo(open_page, demo_html)
-    outside = page.page.evaluate(
-        """() => { const pane = document.querySelector('.etp-graph-pane').getBoundingClientRect();
-          return [...document.querySelectorAll('.etp-graph-pane svg.etp-graph g.node')]
-            .map((g) => [g.id, g.getBoundingClientRect()])
-            .filter(([, r]) => r.left < pane.left - 0.5 || r.right > pane.right + 0.5
-              || r.top < pane.top - 0.5 || r.bottom > pane.bottom + 0.5).map(([id]) => id); }"""
-    )
-    assert outside == [], f"nodes outside the first view: {outside}"
-    for _ in range(2):  # the first view, then after Fit
-        assert "drag to see more" not in page.page.text_content("[data-status]")
-        page.page.click("[data-action=fit]")
-    labels = page.page.evaluate(LABEL_PX)
-    assert labels, "no node labels drawn"
-    smallest = min(labels, key=lambda label: label["px"])
-    assert smallest["px"] >= 7, (
-        f"node label {smallest['text']!r} renders at {smallest['px']:.1f} px"
-    )
-    widths = page.page.evaluate(
-        """() => { const pane = document.querySelector('.etp-graph-pane').getBoundingClientRect();
-          const root = document.querySelector('.etp-explorer').getBoundingClientRect();
-          const g = document.querySelector('.etp-graph-pane svg.etp-graph g.graph')
-            .getBoundingClientRect();
-          const drawn = Math.min(g.right, pane.right) - Math.max(g.left, pane.left);
-          return { pane: pane.width, root: root.width, drawn }; }"""
-    )
-    assert widths["pane"] >= 0.7 * widths["root"], widths
-    assert widths["drawn"] >= 0.9 * widths["pane"], f"the graph uses a part of its pane: {widths}"
+    folded = page.page.evaluate(FOLDED_CELLS)
+    assert set(folded) == {"cell:rnn", "cell:readout"}, folded
+    sizes = assert_whole_and_readable(page, "folded cells")
+    # fitted: all of the pane along one side but the view's padding (10 layout units a side:
+    # ~20 px at the zoom of a 4-node graph, 4 % of the pane's height)
+    fills = max(sizes["drawn"] / sizes["pane"], sizes["drawnHeight"] / sizes["paneHeight"])
+    assert fills >= 0.85, f"the folded graph uses a part of its pane: {sizes}"
+    page.page.screenshot(path=str(tmp_path / "demo-1400-cells.png"))
+
+    folded_nodes = page.page.eval_on_selector_all(".etp-graph-pane svg g.node", "ns => ns.length")
+    assert sorted(open_every_cell(page)) == sorted(folded)
+    nodes = page.page.eval_on_selector_all(".etp-graph-pane svg g.node", "ns => ns.length")
+    assert nodes > 4 * folded_nodes, (folded_nodes, nodes)
+    sizes = assert_whole_and_readable(page, "open cells")
+    assert sizes["drawn"] >= 0.9 * sizes["pane"], f"the graph uses a part of its pane: {sizes}"
     page.page.screenshot(path=str(tmp_path / "demo-1400.png"))
     assert page.errors == [], page.errors
 
@@ -164,13 +228,14 @@ def test_demo_legend_explains_every_colour_and_is_not_clipped(open_page, demo_ht
     assert page.errors == [], page.errors
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measures the unfolded view; the first view folds cells now (issue 41)",
-)
 def test_demo_static_fallback_uses_the_live_palette(open_page, demo_html, tmp_path):
     """The static fallback stored in notebooks (the graph as SVG plus its legend) colours
-    every node exactly as the live page does, and its legend explains every colour it draws."""
+    every node exactly as the live page does, and its legend explains every colour it draws.
+
+    The static SVG draws the operations (etp_viz/view/dot.py folds no cell), the live first
+    view folds each cell into one node (issue 41): the live page's cells are opened (a click
+    each) and the static one is made for the same expansion state, so both draw the
+    operations; their colours are compared node by node."""
     import shutil
 
     from etp_viz.explorer.widget import Explorer
@@ -178,12 +243,12 @@ def test_demo_static_fallback_uses_the_live_palette(open_page, demo_html, tmp_pa
     if shutil.which("dot") is None:
         pytest.skip("Graphviz `dot` is not installed (the static SVG needs it)")
     page = open_demo(open_page, demo_html)
+    opened = open_every_cell(page)
+    assert opened, "the demo's first view folds no cell"
+    assert sorted(page.page.evaluate(f"() => {APP}.model.get('expanded')")) == sorted(opened)
     live = page.page.evaluate(LIVE_NODE_COLOURS)
-    vm = page.page.evaluate(
-        "() => document.querySelector('.etp-explorer').parentElement.etpExplorer"
-        ".model.get('view_shell')"
-    )
-    static = Explorer(view_model=vm).static_html()
+    vm = page.page.evaluate(f"() => {APP}.model.get('view_shell')")
+    static = Explorer(view_model=vm, expanded=opened).static_html()
     (tmp_path / "static.html").write_text(f"<!DOCTYPE html><meta charset=utf-8>{static}")
     page.page.goto((tmp_path / "static.html").as_uri())
     drawn = page.page.evaluate(STATIC_NODE_COLOURS)
