@@ -29,6 +29,7 @@ __all__ = [
     "DECAYS",
     "EPROP_RUNS",
     "EPROP_STEPS",
+    "MEMORY_FIDELITY_EVERY",
     "MEMORY_HIDDEN",
     "MEMORY_RUNS",
     "MEMORY_STEPS",
@@ -50,6 +51,7 @@ EPROP_RUNS = ("bptt", "eprop (symmetric)", "eprop (random feedback)")
 MEMORY_HIDDEN = 16
 MEMORY_STEPS = 512
 DECAYS = (0.0, 0.5, 0.9)
+MEMORY_FIDELITY_EVERY = 50
 MEMORY_RUNS = ("rtrl", "d_rtrl", *(f"es_d_rtrl (decay {d})" for d in DECAYS))
 #: lesson 4
 RELATION_STEPS = 1500
@@ -63,9 +65,10 @@ def _explorer(model: Any, task: Any, algorithm: Any, steps: int, **options: Any)
     return explorer
 
 
-def fall_behind_runs(steps: int) -> dict[str, Any]:
-    """Lesson 1: BPTT and D-RTRL on delayed recall (notebook 07's compare run, one by one)."""
-    task = tasks_.get_task("delayed_recall")
+def fall_behind_runs(steps: int, seed: int = 0) -> dict[str, Any]:
+    """Lesson 1: BPTT and D-RTRL on delayed recall (notebook 07's compare run, one by one);
+    ``seed`` draws the task's data and the network's weights."""
+    task = tasks_.get_task("delayed_recall", seed=seed)
     return {
         name: _explorer(task.suggested_model(), task, name, steps) for name in ("bptt", "d_rtrl")
     }
@@ -78,26 +81,30 @@ def eprop_learners() -> dict[str, Any]:
     return dict(zip(EPROP_RUNS, ("bptt", "eprop", functools.partial(EProp, feedback="random"))))
 
 
-def eprop_runs(steps: int) -> dict[str, Any]:
+def eprop_runs(steps: int, seed: int = 0) -> dict[str, Any]:
     """Lesson 2: the evidence task's ALIF network under each of :func:`eprop_learners`."""
-    task = tasks_.get_task("evidence_accumulation")
+    task = tasks_.get_task("evidence_accumulation", seed=seed)
     return {
         label: _explorer(task.suggested_model(), task, learner, steps)
         for label, learner in eprop_learners().items()
     }
 
 
-def memory_runs(steps: int) -> dict[str, Any]:
+def memory_runs(steps: int, seed: int = 0) -> dict[str, Any]:
     """Lesson 3: RTRL, D-RTRL and ES-D-RTRL at each of :data:`DECAYS` on delayed recall with
-    :data:`MEMORY_HIDDEN` GRU units."""
-    task = tasks_.get_task("delayed_recall")
+    :data:`MEMORY_HIDDEN` GRU units, each measuring its gradient's fidelity to BPTT every
+    :data:`MEMORY_FIDELITY_EVERY` steps (the cosine the lesson's claim is about)."""
+    task = tasks_.get_task("delayed_recall", seed=seed)
+    every = {"fidelity_every": MEMORY_FIDELITY_EVERY}
     runs = {
-        name: _explorer(task.suggested_model(hidden_size=MEMORY_HIDDEN), task, name, steps)
+        name: _explorer(
+            task.suggested_model(hidden_size=MEMORY_HIDDEN), task, name, steps, **every
+        )  # fmt: skip
         for name in ("rtrl", "d_rtrl")
     }
     for decay, label in zip(DECAYS, MEMORY_RUNS[2:]):
         model = task.suggested_model(hidden_size=MEMORY_HIDDEN)
-        runs[label] = _explorer(model, task, "es_d_rtrl", steps, decay=decay)
+        runs[label] = _explorer(model, task, "es_d_rtrl", steps, decay=decay, **every)
     return runs
 
 
@@ -125,9 +132,9 @@ class LeakyInputCell(brainstate.nn.Module):
         return self.h.value
 
 
-def relation_task() -> Any:
+def relation_task(seed: int = 0) -> Any:
     """Lesson 4's task: a leaky integral of noise, 2 channels (``leaky_integrator``)."""
-    return tasks_.get_task("leaky_integrator")
+    return tasks_.get_task("leaky_integrator", seed=seed)
 
 
 def leaky_input_net(hidden: int = 8, batch_size: int | None = None, seed: int = 0) -> Any:
@@ -140,10 +147,10 @@ def leaky_input_net(hidden: int = 8, batch_size: int | None = None, seed: int = 
     return brainstate.nn.init_all_states(net, batch_size=batch)
 
 
-def relation_runs(steps: int) -> dict[str, Any]:
+def relation_runs(steps: int, seed: int = 0) -> dict[str, Any]:
     """Lesson 4: D-RTRL on :func:`leaky_input_net` as written and with ``lift=True``."""
-    task = relation_task()
+    task = relation_task(seed)
     return {
-        label: _explorer(leaky_input_net(), task, "d_rtrl", steps, lift=lift)
+        label: _explorer(leaky_input_net(seed=seed), task, "d_rtrl", steps, lift=lift)
         for label, lift in zip(RELATION_RUNS, (False, True))
     }
