@@ -370,7 +370,7 @@ def _gap(weight: dict, claims: list[dict], dropped: dict, vm: dict) -> dict[str,
     the compiler's ``detail``, shown on hover), ``gap`` (a plain sentence naming the
     approximate learners, the terms they drop and the exact ones) and, from the first
     approximate learner, the ``dropped_nodes`` / ``dropped_edges`` the graph draws dashed."""
-    from etp_viz.view.plain import plain_claim, plain_drop, plain_reason, split_terms, view_names
+    from etp_viz.view.plain import plain_claim, plain_reason, term_clauses, view_names
 
     names = view_names(vm.get("weights") or [])
     extra: dict[str, Any] = {
@@ -380,9 +380,8 @@ def _gap(weight: dict, claims: list[dict], dropped: dict, vm: dict) -> dict[str,
     if not approximate:
         return extra
 
-    def drops(claim: dict) -> list[str]:
-        parts = split_terms(claim["reason"] or "")
-        return [plain_drop(p, names) for p in parts if p.strip().startswith("drops")]
+    def drops(claim: dict) -> list[str]:  # every term kind the compiler drops, in words
+        return term_clauses(claim["reason"] or "", names)
 
     droppers = [c for c in approximate if drops(c)]
     sentences = []

@@ -190,3 +190,23 @@ def test_a_classification_comparison_has_accuracy_and_a_masked_loss():
     rows = np.frombuffer(buffers[0], "<f4").reshape(content["shape"])
     expected = history["accuracy/correct"][labelled] / history["accuracy/labelled"][labelled]
     np.testing.assert_allclose(rows[0, labelled, 1], expected)
+
+
+def test_the_gap_names_every_kind_of_dropped_term_an_approximate_learner_has():
+    """ES-D-RTRL's reason is its factorised trace, not a ``drops`` term: the gap sentence
+    lists it among the dropped parts (the compiler's :func:`term_clauses`, every term kind),
+    not as an unexplained "is approximate"."""
+    from etp_viz.compiler.claims.plain import term_clauses
+
+    task = tasks.get_task("sine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex = etp_viz.show(task.suggested_model(hidden_size=4), task.example_input(), task=task,
+                          algorithm=["es_d_rtrl", "bptt"], fidelity_every=0)  # fmt: skip
+    weight = next(w for w in ex.view_model["weights"] if w["path"] == "rnn.W.weight")
+    (es,) = [c for c in weight["claims"] if c["algorithm"] == "es_d_rtrl"]
+    assert es["claim"] == "approximate"
+    terms = term_clauses(es["reason"])
+    assert any("factoris" in es["reason"] and t for t in terms), es["reason"]
+    assert "es_d_rtrl drops part of the gradient" in weight["gap"], weight["gap"]
+    assert all(t in weight["gap"] for t in terms), (terms, weight["gap"])
