@@ -1,10 +1,14 @@
 """DOT text from a view model (the ``graphviz`` package), and a static SVG when ``dot`` exists.
 
 The browser lays the DOT out with Graphviz compiled to wasm; this module is also the fallback
-for static output (``_repr_mimebundle_``, nbviewer). One level at a time: a collapsed sub-jaxpr
-is drawn as its owning equation (styled as a folded box); an expanded one as a cluster of its
-equations, with the owner's own edges replaced by the inner ones. Colours, node styles and the
-legend come from ``palette.py``, the same as the live page's.
+for static output (``_repr_mimebundle_``, nbviewer), and draws what the live page draws for the
+same expansion state: a collapsed ``cell`` (a module holding hidden state, ``cells.py``) is one
+record node, its path and class, a port per weight and its hidden states (the live first view
+folds every cell); a collapsed sub-jaxpr is drawn as its owning equation (styled as a folded
+box); an expanded cluster as a box of its equations, with the folded node's edges replaced by
+the inner ones. Colours, node styles and the legend come from ``palette.py``, the same as the
+live page's. Each pass is one loop over the nodes, edges or clusters (a deep stack has one cell
+per layer).
 
 Every string that came from user code (paths, names, params, labels) is escaped: node labels
 are HTML-like labels built with :func:`html.escape`, everything else goes through graphviz's
@@ -24,6 +28,7 @@ from __future__ import annotations
 import html
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,7 +38,9 @@ __all__ = [
     "LARGE_GRAPH_NODES",
     "drawn_legend_keys",
     "legend_html",
+    "port_name",
     "render_svg",
+    "representatives",
     "to_dot",
     "visible_nodes",
 ]
@@ -45,35 +52,83 @@ _HIGHLIGHT = COLOURS["hl_path"]
 _HIGHLIGHT_BOUNDARY = COLOURS["hl_boundary"]
 
 
+def _folded_as(vm: Any, expanded: set[str]) -> dict[str, str | None]:
+    """Cluster id -> the id drawn for everything inside it (None: drawn as itself).
+
+    The outermost folded cluster around a node wins: a collapsed ``cell`` is drawn as one node
+    (its cluster id, ``cell:rnn``), a collapsed ``subjaxpr`` as its owning equation. One pass
+    over the clusters, parents first (a deep stack has one cell per layer)."""
+    clusters = {c.id: c for c in vm.clusters}
+    folded: dict[str, str | None] = {}
+    for cluster_id in clusters:
+        chain: list[str] = []
+        while cluster_id in clusters and cluster_id not in folded:
+            chain.append(cluster_id)
+            cluster_id = clusters[cluster_id].parent
+        outer = folded.get(cluster_id) if cluster_id is not None else None
+        for inner in reversed(chain):  # outermost first
+            if outer is None:
+                outer = _folds_to(clusters[inner], expanded)
+            folded[inner] = outer
+    return folded
+
+
+def _folds_to(cluster: Any, expanded: set[str]) -> str | None:
+    if cluster.id in expanded:
+        return None
+    if cluster.kind == "cell":
+        return cluster.id
+    if cluster.kind == "subjaxpr":
+        return cluster.node
+    return None
+
+
 def representatives(vm: Any, expanded: Iterable[str] = ()) -> dict[str, str]:
     """Node id -> the id drawn for it in this expansion state.
 
-    An equation that owns a sub-jaxpr sits inside its own cluster as the entry node. A node
-    inside a collapsed ``subjaxpr`` cluster is drawn as the owner of the outermost collapsed
-    cluster around it; every other node is drawn as itself. Parameter nodes without edges
-    (their consumers carry badges) are not drawn.
+    The live page's first view (``js/src/graph.js`` ``visibleGraph``): a node inside a
+    collapsed ``cell`` cluster is drawn as that cell (one node, the cluster's id); a node
+    inside a collapsed ``subjaxpr`` cluster as the owner of that cluster (an equation that owns
+    a sub-jaxpr sits inside its own cluster as the entry node); the outermost folded cluster
+    wins. Every other node is drawn as itself. Parameter nodes without edges (their consumers
+    carry badges) are not drawn.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from etp_viz.view.model import build_view_model
+    >>> vm = build_view_model(jax.make_jaxpr(jax.nn.relu)(jnp.ones(2)))
+    >>> sorted(set(representatives(vm).values())) == sorted(visible_nodes(vm))
+    True
     """
-    expanded = set(expanded)
-    clusters = {c.id: c for c in vm.clusters}
+    folded = _folded_as(vm, set(expanded))
     with_edges = {e.source for e in vm.edges} | {e.target for e in vm.edges}
     out: dict[str, str] = {}
     for node in vm.nodes:
         if node.kind == "param" and node.id not in with_edges:
             continue
-        drawn, cluster_id = node.id, node.cluster
-        while cluster_id is not None:
-            cluster = clusters[cluster_id]
-            if cluster.kind == "subjaxpr" and cluster.id not in expanded:
-                drawn = cluster.node or drawn
-            cluster_id = cluster.parent
-        out[node.id] = drawn
+        drawn = folded.get(node.cluster) if node.cluster is not None else None
+        out[node.id] = drawn or node.id
     return out
 
 
 def visible_nodes(vm: Any, expanded: Iterable[str] = ()) -> dict[str, Any]:
-    """Nodes drawn for this expansion state, by id (in the view model's order)."""
-    drawn = set(representatives(vm, expanded).values())
-    return {n.id: n for n in vm.nodes if n.id in drawn}
+    """What is drawn for this expansion state, by drawn id, in the view model's order: the
+    nodes drawn as themselves, and each folded cell as its ``Cluster`` (where its first node
+    is)."""
+    return _drawn_items(vm, representatives(vm, expanded))
+
+
+def _drawn_items(vm: Any, rep: dict[str, str]) -> dict[str, Any]:
+    cells = {c.id: c for c in vm.clusters if c.kind == "cell"}
+    items: dict[str, Any] = {}
+    for node in vm.nodes:
+        shown = rep.get(node.id)
+        if shown == node.id:
+            items[shown] = node
+        elif shown in cells and shown not in items:
+            items[shown] = cells[shown]
+    return items
 
 
 def _label(node: Any, weight_label: dict[str, str]) -> str:
@@ -175,63 +230,94 @@ def _node_style_of(node: Any, marks: dict, weight_status: dict, expanded: set) -
     )
 
 
+def _is_cell(item: Any) -> bool:
+    """Whether a drawn item is a folded cell (a ``Cluster``), not a view-model node."""
+    return item.kind == "cell"
+
+
 def drawn_legend_keys(vm: Any, expanded: Iterable[str] = ()) -> list[str]:
     """The legend keys (``palette.LEGEND``) of what :func:`to_dot` draws: the static
     fallback's legend lists exactly these."""
     expanded = set(expanded)
     rep = representatives(vm, expanded)
+    items = _drawn_items(vm, rep)
     marks = _marks(vm)
     weight_status = {w.path: w.status for w in vm.weights}
     keys: set[str] = set()
-    for node in vm.nodes:
-        if node.id not in set(rep.values()):
+    for item in items.values():
+        if _is_cell(item):
+            keys.add("cell")
             continue
-        if node.subcluster is not None and node.subcluster not in expanded:
+        if item.subcluster is not None and item.subcluster not in expanded:
             keys.add("collapsed")
         else:
-            status = weight_status.get(node.weight_path or "", node.status) if node.etp else None
-            keys.add(node_key(node.kind, etp=bool(node.etp), status=status))
-        keys.update(k for k in ("perturbed", "boundary") if node.id in marks[k])
-        if node.badges:
+            status = weight_status.get(item.weight_path or "", item.status) if item.etp else None
+            keys.add(node_key(item.kind, etp=bool(item.etp), status=status))
+        keys.update(k for k in ("perturbed", "boundary") if item.id in marks[k])
+        if item.badges:
             keys.add("badge")
     for edges in _drawn_edges(vm, rep).values():
         keys.add(_edge_key_of((e.id for e in edges), marks))
-    parents = {c.id: c.parent for c in vm.clusters}
-    drawn_ids = set(rep.values())
-    drawn_clusters = {_drawn_cluster(parents, n, expanded) for n in vm.nodes if n.id in drawn_ids}
-    for cluster in vm.clusters:
-        if cluster.id in drawn_clusters or any(
-            c.parent == cluster.id and c.id in drawn_clusters for c in vm.clusters
-        ):
-            keys.add(cluster.kind if cluster.kind in ("group", "cell") else "subjaxpr")
+    kinds = {c.id: c.kind for c in vm.clusters}
+    for cluster_id in _drawn_boxes(vm, items.values(), expanded):
+        keys.add(kinds[cluster_id] if kinds[cluster_id] in ("group", "cell") else "subjaxpr")
     from .palette import LEGEND
 
     return [e.key for e in LEGEND if e.key in keys]
 
 
+def _drawn_boxes(vm: Any, items: Iterable[Any], expanded: set[str]) -> set[str]:
+    """The clusters drawn as boxes: those holding a drawn item, and every one around them."""
+    parents = {c.id: c.parent for c in vm.clusters}
+    boxes: set[str] = set()
+    for item in items:
+        cluster_id = _drawn_cluster(parents, item, expanded)
+        while cluster_id in parents and cluster_id not in boxes:  # each box climbed once
+            boxes.add(cluster_id)
+            cluster_id = parents[cluster_id]
+    return boxes
+
+
 def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> str:
-    """DOT text of the view model for one expansion state.
+    """DOT text of the view model for one expansion state: what the live page draws for it.
+
+    Each ``cell`` cluster (a module holding hidden state, ``view/cells.py``) is folded into one
+    node, as in the live page's first view: its path and class, one port per weight, its
+    hidden states; the edges of its operations reach that node. Each ``subjaxpr`` cluster is
+    drawn as its owning equation. The clusters in ``expanded`` are drawn open.
 
     Parameters
     ----------
     vm : ViewModel
     expanded : iterable of cluster ids
-        ``subjaxpr`` clusters to draw open (all are collapsed otherwise).
+        ``cell`` and ``subjaxpr`` clusters to draw open (all are folded otherwise).
     highlight : str or iterable of str, optional
-        A weight path, a group cluster id (``"g0"``), a relation id (``"r0"``) or node/edge ids.
+        A weight path, a group cluster id (``"g0"``), a relation id (``"r0"``) or node/edge
+        ids. A folded cell stands in for the highlighted nodes it holds.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from etp_viz.view.model import build_view_model
+    >>> vm = build_view_model(jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0))
+    >>> '"out:0"' in to_dot(vm)
+    True
     """
     import graphviz
 
     expanded = set(expanded)
     parents = {c.id: c.parent for c in vm.clusters}
     rep = representatives(vm, expanded)
-    nodes = {n.id: n for n in vm.nodes if n.id in set(rep.values())}
+    items = _drawn_items(vm, rep)
     hi_nodes, hi_edges, boundary = _highlight_ids(vm, highlight)
+    # a folded node stands in for the highlighted nodes it holds (js/src/highlight.js)
+    hi_drawn = {rep.get(i, i) for i in hi_nodes}
+    boundary_drawn = {rep.get(i, i) for i in boundary}
     marks = _marks(vm)
     weight_status = {w.path: w.status for w in vm.weights}
     weight_label = {w.path: w.status_text for w in vm.weights}
     graph_attr = {"rankdir": "TB", "fontname": "Helvetica", "fontsize": "12", "compound": "true"}
-    if len(nodes) > LARGE_GRAPH_NODES:
+    if len(items) > LARGE_GRAPH_NODES:
         graph_attr.update(nslimit="1", nslimit1="1", mclimit="0.1", splines="line")
     dot = graphviz.Digraph(
         name="etp_viz",
@@ -241,10 +327,15 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     )
     dot.body.append(f"\tlabel={_quote(vm.title)} labelloc=t\n")
     bodies = _cluster_bodies(vm)
-    for node_id, node in nodes.items():
-        style = _node_style_of(node, marks, weight_status, expanded)
-        line = _node_stmt(node, style, weight_label, node_id in hi_nodes, node_id in boundary)
-        bodies.get(_drawn_cluster(parents, node, expanded), bodies[None]).append(line)
+    sizes = Counter(rep.values())
+    for item_id, item in items.items():
+        hi, blocks = item_id in hi_drawn, item_id in boundary_drawn
+        if _is_cell(item):
+            line = _cell_stmt(item, sizes[item_id], weight_label, hi, blocks)
+        else:
+            style = _node_style_of(item, marks, weight_status, expanded)
+            line = _node_stmt(item, style, weight_label, hi, blocks)
+        bodies.get(_drawn_cluster(parents, item, expanded), bodies[None]).append(line)
     dot.body.extend(_assemble_clusters(vm, bodies))
     for (source, target), edges in _drawn_edges(vm, rep).items():
         ids = [e.id for e in edges]
@@ -260,6 +351,14 @@ def to_dot(vm: Any, *, expanded: Iterable[str] = (), highlight: Any = None) -> s
     return dot.source
 
 
+def _highlight_attrs(hi: bool, boundary: bool) -> list[str]:
+    """Attributes drawn over a node's own: the highlighted weight's blocking op, its path."""
+    if boundary:
+        fill = COLOURS["hl_boundary_fill"]
+        return [f'color="{_HIGHLIGHT_BOUNDARY}" fillcolor="{fill}"', "penwidth=4"]
+    return [f'color="{_HIGHLIGHT}" penwidth=3'] if hi else []
+
+
 def _node_stmt(
     node: Any, style: dict, weight_label: dict[str, str], hi: bool, boundary: bool
 ) -> str:
@@ -270,19 +369,67 @@ def _node_stmt(
         attrs.append(f"peripheries={style['peripheries']}")
     attrs.append(f"tooltip={_tooltip(node)}")
     attrs.append(f"id={_quote('node-' + node.id)}")
-    if boundary:  # the highlighted weight's blocking op
-        attrs.append(f'color="{_HIGHLIGHT_BOUNDARY}" fillcolor="{COLOURS["hl_boundary_fill"]}"')
-        attrs.append("penwidth=4")
-    elif hi:
-        attrs.append(f'color="{_HIGHLIGHT}" penwidth=3')
+    attrs += _highlight_attrs(hi, boundary)
     return f"\t{_quote(node.id)} [{' '.join(attrs)}]\n"
 
 
-def _drawn_cluster(parents: dict, node: Any, expanded: set[str]) -> str | None:
-    """The cluster a drawn node goes in: a collapsed owner goes in its cluster's parent."""
-    if node.subcluster is not None and node.subcluster not in expanded:
-        return parents.get(node.subcluster)
-    return node.cluster
+def _cell_stmt(cell: Any, size: int, weight_label: dict[str, str], hi: bool, boundary: bool) -> str:
+    """A folded cell as the live page draws it (``js/src/dot-style.js`` ``cellAttrs``): one
+    record node, its path and class on top, one port per weight (``w<i>``), its hidden
+    states at the bottom, in the colours of the legend's "cell" entry."""
+    path, ports, hidden = cell.module_path or "", cell.ports or (), cell.hidden_paths or ()
+    fields = [f"{_record_text(_truncate(cell.label, 40))} ▸"]
+    if ports:
+        names = (_record_text(_truncate(port_name(path, w), 24)) for w in ports)
+        fields.append("{" + "|".join(f"<w{i}> {name}" for i, name in enumerate(names)) + "}")
+    if hidden:
+        fields.append(_record_text(_truncate(", ".join(port_name(path, h) for h in hidden), 40)))
+    tooltip = [f'{cell.label}: {size} operations (expanded=["{cell.id}"] draws them)']
+    tooltip += [f"weight {w}: {weight_label.get(w, '')}" for w in ports]
+    tooltip += [f"hidden state: {', '.join(hidden)}"] if hidden else []
+    # the fields are escaped: only the record's own syntax is left (no quote, no backslash)
+    attrs = [f'label="{{{"|".join(fields)}}}"', "shape=Mrecord"]
+    attrs += ['style="filled"', f'fillcolor="{COLOURS["group_fill"]}"']
+    attrs += [f'color="{COLOURS["group_border"]}"', "penwidth=1.5"]
+    attrs += [f"tooltip={_quote(chr(10).join(tooltip))}", f"id={_quote('node-' + cell.id)}"]
+    attrs += _highlight_attrs(hi, boundary)
+    return f"\t{_quote(cell.id)} [{' '.join(attrs)}]\n"
+
+
+def port_name(cell_path: str, weight_path: str) -> str:
+    """A weight's name on its cell's port: its path below the cell, without a Linear's
+    trailing ``.weight`` (``js/src/dot-style.js`` ``portName``).
+
+    Example
+    -------
+    >>> port_name("cell", "cell.W.weight"), port_name("lif", "lif.V")
+    ('W', 'V')
+    """
+    below = weight_path
+    if weight_path.startswith(cell_path + "."):
+        below = weight_path[len(cell_path) + 1 :]
+    parts = below.split(".")
+    return ".".join(parts[:-1]) if len(parts) > 1 and parts[-1] == "weight" else below
+
+
+def _record_text(text: str) -> str:
+    """Record-label text: the record syntax's own characters (and backslashes, its escape)
+    become look-alikes, markup characters entities (Graphviz decodes them)."""
+    return html.escape(text.translate(str.maketrans("{<}>|\\\n\r", "(())//  ")))
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _drawn_cluster(parents: dict, item: Any, expanded: set[str]) -> str | None:
+    """The cluster a drawn item goes in: a folded cell or collapsed owner goes in its
+    cluster's parent."""
+    if _is_cell(item):
+        return item.parent
+    if item.subcluster is not None and item.subcluster not in expanded:
+        return parents.get(item.subcluster)
+    return item.cluster
 
 
 def _cluster_bodies(vm: Any) -> dict[str | None, list[str]]:

@@ -16,6 +16,7 @@ from .legend_checks import (
     LIVE_COLOURS,
     LIVE_NODE_COLOURS,
     STATIC_NODE_COLOURS,
+    TO_HEX,
     assert_every_colour_in_legend,
     assert_legend_not_clipped,
 )
@@ -232,10 +233,9 @@ def test_demo_static_fallback_uses_the_live_palette(open_page, demo_html, tmp_pa
     """The static fallback stored in notebooks (the graph as SVG plus its legend) colours
     every node exactly as the live page does, and its legend explains every colour it draws.
 
-    The static SVG draws the operations (etp_viz/view/dot.py folds no cell), the live first
-    view folds each cell into one node (issue 41): the live page's cells are opened (a click
-    each) and the static one is made for the same expansion state, so both draw the
-    operations; their colours are compared node by node."""
+    With every cell opened: the live page's cells are opened (a click each) and the static
+    one is made for the same expansion state (``expanded``), so both draw the operations;
+    their colours are compared node by node (the folded first view: the next test)."""
     import shutil
 
     from etp_viz.explorer.widget import Explorer
@@ -256,5 +256,51 @@ def test_demo_static_fallback_uses_the_live_palette(open_page, demo_html, tmp_pa
     assert len(shared) >= 10, (sorted(live), sorted(drawn["nodes"]))
     differ = {n: (live[n], drawn["nodes"][n]) for n in shared if live[n] != drawn["nodes"][n]}
     assert not differ, f"live vs static (fill, stroke) differ: {differ}"
+    assert_every_colour_in_legend({"colours": drawn["colours"], "legend": drawn["legend"]})
+    assert page.errors == [], page.errors
+
+
+#: JS: {cell cluster id: [fill, stroke]} of each folded cell the live graph draws (one node)
+LIVE_CELL_COLOURS = (
+    """() => { const hex = """
+    + TO_HEX
+    + """; const app = """
+    + APP
+    + """; const out = {};
+  for (const [dotId, el] of app.view.elements) {
+    const ref = app.graph.dotToVm.get(dotId);
+    if (!ref || ref.type !== 'cluster' || !dotId.startsWith('k')) continue;
+    const shape = el.querySelector(':scope > polygon, :scope > path, :scope > ellipse');
+    if (!shape) continue;
+    out[ref.id] = [hex(shape.getAttribute('data-etp-fill') || shape.getAttribute('fill')),
+      hex(shape.getAttribute('stroke'))];
+  }
+  return out; }"""
+)
+
+
+def test_demo_static_fallback_draws_the_folded_first_view(open_page, demo_html, tmp_path):
+    """The static fallback of the first view (no ``expanded``) draws what the live first
+    view draws: each cell folded into one node (etp_viz/view/dot.py, issue 41), the same
+    nodes, in the same colours, and a legend that explains them."""
+    import shutil
+
+    from etp_viz.explorer.widget import Explorer
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` is not installed (the static SVG needs it)")
+    page = open_demo(open_page, demo_html)
+    assert sorted(page.page.evaluate(FOLDED_CELLS)) == ["cell:readout", "cell:rnn"]
+    live = {**page.page.evaluate(LIVE_NODE_COLOURS), **page.page.evaluate(LIVE_CELL_COLOURS)}
+    vm = page.page.evaluate(f"() => {APP}.model.get('view_shell')")
+    static = Explorer(view_model=vm).static_html()
+    (tmp_path / "static.html").write_text(f"<!DOCTYPE html><meta charset=utf-8>{static}")
+    page.page.goto((tmp_path / "static.html").as_uri())
+    drawn = page.page.evaluate(STATIC_NODE_COLOURS)
+    assert set(drawn["nodes"]) == set(live), (sorted(live), sorted(drawn["nodes"]))
+    assert {"cell:rnn", "cell:readout"} <= set(live)
+    differ = {n: (live[n], drawn["nodes"][n]) for n in live if live[n] != drawn["nodes"][n]}
+    assert not differ, f"live vs static (fill, stroke) differ: {differ}"
+    assert "cell" in drawn["legend"]
     assert_every_colour_in_legend({"colours": drawn["colours"], "legend": drawn["legend"]})
     assert page.errors == [], page.errors
