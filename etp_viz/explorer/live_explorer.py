@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from etp_viz.learn.knobs import knobs_of
+from etp_viz.learn.knobs import knobs_of, learner_options
 from etp_viz.learn.registry import DecayingTraces, canonical_name, graph_claim_names, name_of
 from etp_viz.live.fidelity import VERIFY_STEPS, set_decay, verify_session
 from etp_viz.live.lesson import LessonSummary
@@ -253,6 +253,7 @@ class LiveExplorer(RunningExplorer):
             "halted": session.halted,
             "device": session.history.meta.get("device", ""),
             "algorithm": session.history.meta.get("algorithm", ""),
+            "learner_options": learner_options(session.algorithm),  # read now: a decay moves
             "decay": (
                 session.algorithm.alpha_x if isinstance(session.algorithm, DecayingTraces) else None
             ),

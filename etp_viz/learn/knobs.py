@@ -19,6 +19,7 @@ ValueError: n: SnAp's order n (steps of reach kept) takes an integer >= 1, got 0
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import numbers
 from typing import Any
 
@@ -28,7 +29,7 @@ from .influence.algorithms import SnAp
 from .influence.tbptt import BPTT, TruncatedBPTT
 from .registry import name_of, spec_of
 
-__all__ = ["KNOBS", "Knob", "knob_value", "knobs_of"]
+__all__ = ["KNOBS", "Knob", "knob_value", "knobs_of", "learner_options"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,3 +164,54 @@ def knobs_of(learner: Any) -> dict[str, Any]:
     options = spec_of(name).options
     values = {knob: knob_value(learner, knob) for knob in KNOBS if knob in options}
     return {knob: value for knob, value in values.items() if value is not None}
+
+
+def learner_options(learner: Any) -> dict[str, Any]:
+    """``{option: value}`` of a built learner's registry options that are not at their
+    defaults: what tells two runs of one learner apart (e-prop's ``feedback='random'``,
+    ES-D-RTRL's ``decay=0.5``), for a run's record and status. A default is the registry
+    factory's where it names one, else the learner class's; a knob is read as
+    :func:`knob_value` reads it, another option as the learner keeps it under its name; values
+    that are not plain numbers or text (a mesh, a dtype) are left out.
+
+    >>> import brainstate, etp_viz
+    >>> net = etp_viz.nn.GRUCell(2, 3)
+    >>> _ = brainstate.nn.init_all_states(net)
+    >>> learner_options(etp_viz.EProp(net, feedback="random")), learner_options(etp_viz.EProp(net))
+    ({'feedback': 'random'}, {})
+    >>> learner_options(etp_viz.ES_D_RTRL(net, 0.5))
+    {'decay': 0.5}
+    """
+    name = name_of(learner)
+    if name is None:
+        return {}
+    spec = spec_of(name)
+    defaults = {**_defaults(type(learner).__init__), **_defaults(spec.factory)}
+    options: dict[str, Any] = {}
+    for option in spec.options:
+        if option in KNOBS:
+            value = _plain(knob_value(learner, option))
+            default = next((defaults[p] for p in KNOBS[option].parameters if p in defaults), None)
+        else:
+            value, default = _plain(vars(learner).get(option)), defaults.get(option)
+        if value is not None and value != default:
+            options[option] = value
+    return options
+
+
+def _defaults(function: Any) -> dict[str, Any]:
+    """The default of each keyword parameter of ``function`` (none for a ``**kw`` factory)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-plain text or numbers (a decay pair as a list), else None."""
+    if isinstance(value, str | numbers.Real):
+        return value
+    if isinstance(value, tuple) and all(isinstance(v, numbers.Real) for v in value):
+        return list(value)
+    return None

@@ -56,6 +56,7 @@ import jax
 from etp_viz.compiler.graph import ETraceGraph
 from etp_viz.learn.etp.base import describe_mesh
 from etp_viz.learn.influence.tbptt import BPTT
+from etp_viz.learn.knobs import learner_options
 from etp_viz.learn.registry import DEFAULT_LEARNER, OnlineLearner, name_of
 
 from .fidelity import FidelityMeter, MeterContext, aligned_window
@@ -235,10 +236,12 @@ class Session(Runner[History]):
         self.opt_state = self.optimizer.init(param_values)
 
     def _meta(self) -> dict[str, Any]:
-        graph = self.algorithm.graph
+        graph = self.algorithm.graph  # an influence learner's StepGraph (ETP refused) has none
+        etp_relations = graph.hidden_param_op_relations if isinstance(graph, ETraceGraph) else ()
         return {
             # the registry's canonical name ('D-RTRL' -> 'd_rtrl'); a user's own learner: its class
             "algorithm": name_of(self.algorithm) or type(self.algorithm).__name__,
+            "learner_options": learner_options(self.algorithm),  # {"feedback": "random"}
             "task": type(self.data.data).__name__ if self.data.kind == "task" else self.data.kind,
             "model": type(self.model).__name__,
             "device": describe_mesh(self.algorithm.mesh),
@@ -246,10 +249,7 @@ class Session(Runner[History]):
             "traces": list(self.probe.trace_states),
             "unavailable": list(self.probe.unavailable),
             "relations": dict(self.probe.relation_names),
-            # an influence learner's StepGraph (the ETP compiler refused the model) has none
-            "num_relations": (
-                len(graph.hidden_param_op_relations) if isinstance(graph, ETraceGraph) else 0
-            ),
+            "num_relations": len(etp_relations),
             "steps_per_frame": "auto" if self._pacer.auto_frames else self.steps_per_frame,
             "record_every": "auto" if self._pacer.auto_every else self.record_every,
             **task_levels(checked_task(self.options["task"])),

@@ -45,6 +45,8 @@
  * @property {boolean} [halted]
  * @property {string} [device]
  * @property {string} [algorithm]  "d_rtrl" | "es_d_rtrl" | …
+ * @property {Record<string, string | number | boolean | number[]>} [learner_options]  its options
+ *   not at their defaults (`{feedback: "random"}`; etp_viz/learn/knobs.py `learner_options`)
  * @property {number | null} [decay]  ES-D-RTRL alpha_x; null for other algorithms
  * @property {number} [steps_per_frame]
  * @property {string[] | null} [record]  series sent to the page (null: all)

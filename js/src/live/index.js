@@ -29,11 +29,11 @@ import { windowMean, windowMeanRows, relationMagnitudes, seriesFromHistory, comp
 import { colourGraph, grownMax } from "./graph-colour.js";
 import { renderLesson, compilingText } from "./lesson.js";
 import { LIVE_CSS } from "./style.js";
-import { SMOOTHING_CHOICES, TRIMS, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes, firstStepOf, drawWaiting, compareRows, drawConstantPanel } from "./panel-helpers.js";
+import { SMOOTHING_CHOICES, TRIMS, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes, firstStepOf, drawWaiting, compareRows, drawConstantPanel, learnerText } from "./panel-helpers.js";
 import { Scrubber, magnitudesAt, runMaxMagnitude, drawCursor, clearCursor, cursorText, seriesSpan } from "./scrubber.js";
 import { KnobSliders } from "./knobs.js";
 
-export { SMOOTHING_CHOICES, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes };
+export { SMOOTHING_CHOICES, defaultSmoothing, smoothingWindow, panelOf, constantValue, explainConstant, formatBytes, learnerText };
 
 /** @typedef {import("../types.js").LivePanelSpec} LivePanelSpec */
 /** @typedef {import("./series.js").Series} Series */
@@ -517,7 +517,7 @@ export class LivePanels {
     this.status = status || {};
     const meta = (this.history && this.history.meta) || {};
     const device = this.status.device || meta.device || "?";
-    const algorithm = this.status.algorithm || meta.algorithm || "";
+    const algorithm = learnerText(this.status.algorithm || meta.algorithm || "", this.status.learner_options ?? meta.learner_options);
     const step = this.isStatic && !this.history.compare ? (this.history.steps || []).length : this.status.step ?? 0;
     const state = this.isStatic ? "recorded" : this.status.halted ? "halted" : this.status.running ? "running" : "paused";
     const budget = typeof this.status.budget === "number" ? ` of ${this.status.budget}` : "";

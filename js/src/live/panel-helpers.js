@@ -72,6 +72,17 @@ export function formatBytes(/** @type {number} */ n) {
   return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
+/**
+ * The learner as the status line names it: its registry name and the options that are not at
+ * their defaults (`learner_options`, etp_viz/learn/knobs.py), `eprop (feedback=random)`.
+ * @param {string} algorithm
+ * @param {Record<string, any> | null | undefined} options
+ */
+export function learnerText(algorithm, options) {
+  const parts = Object.entries(options || {}).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join("/") : v}`);
+  return parts.length ? `${algorithm} (${parts.join(", ")})` : algorithm;
+}
+
 /** First step of the recent window of a compare-mode `[k, m, 2]` series. */
 export function firstStepOf(/** @type {Series} */ series) {
   let first = Infinity;
