@@ -165,3 +165,25 @@ def test_exact_rtrl_on_a_lifted_view_keeps_the_view_and_learns_every_weight_exac
     assert result.after.graph.module_info.lifting is not None  # the view stays lifted
     worst = max(row["relative_error"] for row in result.after.fidelity.values())
     assert worst < 1e-9
+
+
+def test_the_pictures_open_the_cell_that_changed_and_show_the_lifted_op():
+    """The static pictures fold cells as the first view does, but a cell holding a changed
+    weight is drawn open on both sides: after a lift, the new ETP op of ``cell.W`` is drawn
+    (highlighted), so the two pictures differ where the change is."""
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` is not installed (the pictures need it)")
+    import re
+
+    result = etp_viz.what_if(_net(Leaky(plain=True)), jnp.zeros(N_IN), change="lift")
+    before, after = result.graphs_html().split('data-side="after"')
+
+    def texts(svg):
+        return set(re.findall(r"<text[^>]*>([^<]*)</text>", svg))
+
+    for side in (before, after):  # the cell is drawn open: its operations, not one record
+        assert "<title>cluster_cell:cell</title>" in side
+    assert "dot_general" in texts(before) and "dot_general" not in texts(after)
+    assert "[cell.W] [lifted]" in texts(after) and "cell.W (online · exact)" in texts(after)
