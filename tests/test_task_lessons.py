@@ -115,21 +115,7 @@ def test_default_recipe_lowers_the_loss(task_name, algorithm):
 BUCKET, SETTLE = 400, 0.1
 
 
-#: runs that still climb above chance (``bench/results/tasks-2026-11-29.json``: sine's
-#: D-RTRL / e-prop worst 400-step bucket 0.459 vs chance 0.395 on seed 0, 0.502 vs 0.273 on
-#: seed 1; ES-D-RTRL 0.428 vs 0.273 on seed 1): not fixed yet (issue 42)
-CLIMBS = {("sine", "d_rtrl")}
-
-
-@pytest.mark.parametrize(
-    ("task_name", "algorithm"),
-    [
-        pytest.param(*key, marks=pytest.mark.xfail(strict=True, reason="issue 42: open"))
-        if key in CLIMBS
-        else key
-        for key in sorted(EXPECTED)
-    ],
-)
+@pytest.mark.parametrize(("task_name", "algorithm"), sorted(EXPECTED))
 def test_no_bucket_climbs_back_above_chance(task_name, algorithm):
     """The run of ``test_default_recipe_lowers_the_loss`` (cached), bucketed by steps as
     ``bench/tasks.py`` does: a lesson whose loss climbs back above chance after it learned

@@ -91,6 +91,10 @@ class Recipe:
         CPU with the suggested network).
     bptt_window : int
         Window of truncated BPTT (``algorithm="bptt"``): it covers the task's memory span.
+    readout_tau : float
+        Time constant (steps) of the spiking network's leaky readout: its memory, which every
+        online learner's gradient leaves out for the recurrent weights ("the effect on
+        readout.r's future states"); the longer it is, the more they miss.
 
     Examples
     --------
@@ -106,6 +110,7 @@ class Recipe:
     update: str = "step"
     steps: int = 2000
     bptt_window: int = 20
+    readout_tau: float = 10.0
 
     def __post_init__(self) -> None:
         if self.update not in UPDATE_MODES:
@@ -337,14 +342,18 @@ class Task:
         hidden = recipe.hidden_size if hidden_size is None else int(hidden_size)
         spiking = recipe.spiking if spiking is None else spiking
         with brainstate.random.seed_context(self.seed):
-            model = self._spiking_model(hidden) if spiking else self._rate_model(hidden)
+            model = (
+                self._spiking_model(hidden, recipe.readout_tau)
+                if spiking
+                else self._rate_model(hidden)
+            )
         return brainstate.nn.init_all_states(model, batch_size=self.batch_size)
 
     def _rate_model(self, hidden: int) -> brainstate.nn.Module:
         cell = self.rate_cell(self.input_size, hidden)
         return RecurrentNet(cell, nn.Linear(hidden, self.output_size))
 
-    def _spiking_model(self, hidden: int) -> brainstate.nn.Module:
+    def _spiking_model(self, hidden: int, readout_tau: float = 10.0) -> brainstate.nn.Module:
         # R = 1 / (1 - alpha) makes V integrate as V <- alpha V + I (e-prop's convention);
         # the gains give sparse but non-silent firing on every task's input statistics.
         # ALIF's soft reset subtracts the adaptive threshold A = v_th + beta a; differentiated,
@@ -369,4 +378,5 @@ class Task:
         else:
             w_init = functools.partial(nn.xavier_normal, gain=1.5)
             layer = nn.LIF(self.input_size, hidden, w_init=w_init, **common)
-        return RecurrentNet(layer, nn.LeakyRateReadout(hidden, self.output_size, tau=10.0))
+        readout = nn.LeakyRateReadout(hidden, self.output_size, tau=float(readout_tau))
+        return RecurrentNet(layer, readout)
