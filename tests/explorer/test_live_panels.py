@@ -54,7 +54,9 @@ def test_constant_panels_know_where_their_value_comes_from(explorer):
         for c in specs["dhdh/g1"]["constants"]
         if math.isclose(c["value"], value, rel_tol=1e-5)
     ]
-    assert texts and "exp(−Δt/τ)" in texts[0] and "τ = 10" in texts[0]
+    tau = explorer.session.options["task"].recipe().readout_tau  # the readout the task built
+    assert value == pytest.approx(math.exp(-1.0 / tau), rel=1e-5)
+    assert texts and "exp(−Δt/τ)" in texts[0] and f"τ = {tau:g}" in texts[0]
 
 
 def test_activity_pushes_the_last_complete_episode(explorer):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import tempfile
 import threading
 import warnings
@@ -329,7 +330,8 @@ def test_panels_teach_smoothing_chance_constants_and_activity(bridged):
     # the readout's leak is a constant: shown as its value, with where it comes from
     assert state["constant"] is not None
     assert "constant over units and steps" in state["caption"]
-    assert "dh/dh = 0.905 = exp(−Δt/τ)" in page.page.text_content(
+    leak = math.exp(-1.0 / task.recipe().readout_tau)  # the readout the task built
+    assert f"dh/dh = {leak:.3g} = exp(−Δt/τ)" in page.page.text_content(
         "[data-live-panel='dhdh/g1'] [data-live-caption]"
     )
     assert all(state["tooltips"]), "every panel has a plain-language tooltip"
