@@ -382,24 +382,9 @@ def _copy(model: Any, hidden: Any) -> Any:
     return copied
 
 
-def _cells_holding(vm: Any, node_ids: set) -> list[str]:
-    """The ``cell`` clusters (and the cells around them) that hold any of ``node_ids``."""
-    parent = {c.id: c.parent for c in vm.clusters}
-    cells = {c.id for c in vm.clusters if c.kind == "cell"}
-    home = {n.id: n.cluster for n in vm.nodes}
-    opened: dict[str, None] = {}
-    for node in node_ids:
-        cluster = home.get(node)
-        while cluster is not None:
-            if cluster in cells:
-                opened[cluster] = None
-            cluster = parent.get(cluster)
-    return list(opened)
-
-
 def _side_html(side: Side, result: WhatIf, max_nodes: int | None = None) -> str:
     """One side's graph as SVG (the changed weights highlighted), or why there is none."""
-    from .view.dot import render_svg, to_dot, visible_nodes  # the view layer loads on drawing
+    from .view.dot import cells_holding, render_svg, to_dot, visible_nodes  # loaded on drawing
     from .view.model import build_view_model
 
     if side.graph is None:
@@ -407,7 +392,7 @@ def _side_html(side: Side, result: WhatIf, max_nodes: int | None = None) -> str:
     vm = build_view_model(side.graph)
     changed = result.changed_weights()
     ids = {n for w in vm.weights if w.path in changed for n in (*w.node_ids, *w.path_nodes)}
-    opened = _cells_holding(vm, ids)  # the change is drawn open, the other cells folded
+    opened = cells_holding(vm, ids)  # the change is drawn open, the other cells folded
     drawn = len(visible_nodes(vm, opened))
     if max_nodes is not None and drawn > max_nodes:
         return (

@@ -36,6 +36,7 @@ from .palette import COLOURS, NODE_KIND_TEXT, edge_key, edge_style, node_key, no
 
 __all__ = [
     "LARGE_GRAPH_NODES",
+    "cells_holding",
     "drawn_legend_keys",
     "legend_html",
     "port_name",
@@ -71,6 +72,28 @@ def _folded_as(vm: Any, expanded: set[str]) -> dict[str, str | None]:
                 outer = _folds_to(clusters[inner], expanded)
             folded[inner] = outer
     return folded
+
+
+def cells_holding(vm: Any, node_ids: Iterable[str]) -> list[str]:
+    """The ``cell`` clusters holding any of ``node_ids``, with the cells around them: what
+    ``expanded`` must list for those nodes to be drawn (``etp_viz.what_if`` opens the cells of
+    the weights a change touches).
+
+    >>> import jax, jax.numpy as jnp
+    >>> from etp_viz.view.model import build_view_model
+    >>> cells_holding(build_view_model(jax.make_jaxpr(jax.nn.relu)(jnp.ones(2))), ["e0"])
+    []
+    """
+    clusters = {c.id: c for c in vm.clusters}
+    home = {n.id: n.cluster for n in vm.nodes}
+    opened: dict[str, None] = {}
+    for node in node_ids:
+        cluster_id = home.get(node)
+        while cluster_id in clusters and cluster_id not in opened:
+            if clusters[cluster_id].kind == "cell":
+                opened[cluster_id] = None
+            cluster_id = clusters[cluster_id].parent
+    return list(opened)
 
 
 def _folds_to(cluster: Any, expanded: set[str]) -> str | None:
