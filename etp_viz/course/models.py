@@ -58,9 +58,16 @@ RELATION_STEPS = 1500
 RELATION_RUNS = ("d_rtrl as written", "d_rtrl after lift")
 
 
-def _explorer(model: Any, task: Any, algorithm: Any, steps: int, **options: Any) -> Any:
+def _explorer(
+    model: Any, task: Any, algorithm: Any, steps: int, budget: int | None = None, **options: Any
+) -> Any:
+    """A live explorer of ``model`` on ``task`` trained ``steps`` steps. ``budget``: where the
+    lesson ends when it is not the task recipe's own (lessons 3 and 4 stop earlier), so the
+    page says "step N of <the lesson's budget>" and shows the lesson's summary there."""
     explorer = build_explorer(model, task.example_input(), task=task, algorithm=algorithm,
                               **options)  # fmt: skip
+    if budget is not None:
+        explorer.runner.budget = int(budget)
     explorer.step(steps)
     return explorer
 
@@ -98,13 +105,18 @@ def memory_runs(steps: int, seed: int = 0) -> dict[str, Any]:
     every = {"fidelity_every": MEMORY_FIDELITY_EVERY}
     runs = {
         name: _explorer(
-            task.suggested_model(hidden_size=MEMORY_HIDDEN), task, name, steps, **every
+            task.suggested_model(hidden_size=MEMORY_HIDDEN),
+            task,
+            name,
+            steps,
+            MEMORY_STEPS,
+            **every,
         )  # fmt: skip
         for name in ("rtrl", "d_rtrl")
     }
     for decay, label in zip(DECAYS, MEMORY_RUNS[2:]):
         model = task.suggested_model(hidden_size=MEMORY_HIDDEN)
-        runs[label] = _explorer(model, task, "es_d_rtrl", steps, decay=decay, **every)
+        runs[label] = _explorer(model, task, "es_d_rtrl", steps, MEMORY_STEPS, decay=decay, **every)
     return runs
 
 
@@ -151,6 +163,8 @@ def relation_runs(steps: int, seed: int = 0) -> dict[str, Any]:
     """Lesson 4: D-RTRL on :func:`leaky_input_net` as written and with ``lift=True``."""
     task = relation_task(seed)
     return {
-        label: _explorer(leaky_input_net(seed=seed), task, "d_rtrl", steps, lift=lift)
+        label: _explorer(
+            leaky_input_net(seed=seed), task, "d_rtrl", steps, RELATION_STEPS, lift=lift
+        )
         for label, lift in zip(RELATION_RUNS, (False, True))
     }

@@ -24,7 +24,7 @@ Examples
 >>> round(scores["bptt"]["loss"], 3), round(loss_gap(scores, "bptt")["d_rtrl"], 3)
 (0.15, 4.0)
 >>> print(lesson_summary(runs, budget=4, reference="bptt", episodes=1).text())
-Lesson ended at step 4 (the recipe's budget of 4 steps).
+Lesson ended at step 4 (the lesson's budget of 4 steps).
 bptt (exact reference): final loss 0.15 (chance 1)
 d_rtrl: final loss 0.6 (chance 1), 4.0x the reference's
 """
@@ -127,7 +127,7 @@ class LessonSummary:
     def text(self) -> str:
         """The summary in a few plain lines."""
         if self.ended:
-            head = f"Lesson ended at step {self.step} (the recipe's budget of {self.budget} steps)."
+            head = f"Lesson ended at step {self.step} (the lesson's budget of {self.budget} steps)."
             if self.step > self.budget:  # type: ignore[operator]
                 head = f"Step {self.step}, past the lesson's end at {self.budget} steps."
         else:

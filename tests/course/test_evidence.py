@@ -51,3 +51,32 @@ def test_lesson_4_claim_holds_at_its_budget_on_another_seed():
     evidence = get_lesson("missing_relation").evidence(seed=1)
     assert evidence.steps == get_lesson("missing_relation").budget
     assert evidence.holds, str(evidence)
+
+
+def test_the_runs_end_at_the_lessons_budget_not_the_task_recipes(short_runs):
+    """Lesson 4 stops at 1,500 steps on a task whose recipe runs 3,000: the page says "step N of
+    1,500" (it said "of 3,000", the recipe's budget)."""
+    lesson, runs = short_runs
+    assert lesson.budget != lesson_task_budget(lesson)
+    for explorer in runs.values():
+        assert explorer.runner.budget == lesson.budget
+        assert explorer.live_status["budget"] == lesson.budget
+
+
+def test_the_lesson_summary_shows_at_the_lessons_budget(monkeypatch):
+    """With lesson 4's budget cut to 12 steps, its runs end there with the lesson's summary."""
+    from etp_viz.course import models
+
+    monkeypatch.setattr(models, "RELATION_STEPS", 12)
+    runs = models.relation_runs(12, seed=0)
+    for explorer in runs.values():
+        lesson = explorer.live_status["lesson"]
+        assert lesson is not None and lesson["ended"], explorer.live_status
+        assert lesson["text"].startswith("Lesson ended at step 12 (the lesson's budget of 12")
+
+
+def lesson_task_budget(lesson) -> int:
+    from etp_viz.course import models
+
+    assert lesson.name == "missing_relation"
+    return models.relation_task().recipe().steps
