@@ -133,9 +133,12 @@ class ParamDimVjpAlgorithm(ETraceVjpAlgorithm):
             if data["dh_dh"][g] is None
         }
         traces = {key: value for key, value in new_traces.items() if key not in fresh}
-        # Materialise epsilon^t once: otherwise XLA recomputes the trace update inside the
-        # gradient's fusion, which reads epsilon^{t-1} after the in-place update of the carried
-        # trace and so costs a full copy of the old trace per step (~1.5x on GRU/LIF/LSTM).
+        # Ask for epsilon^t materialised once: XLA recomputing the trace update inside the
+        # gradient's fusion would read epsilon^{t-1} after the in-place update of the carried
+        # trace and cost a full copy of the old trace per step (~1.5x on GRU/LIF/LSTM when
+        # measured on 2026-11-23). XLA:CPU now drops the barrier from the compiled module and
+        # makes no such copy without it either (tests/learn/test_hlo_copies.py, jax 0.10 and
+        # 0.12, checked 2026-11-29); backends that keep barriers still get the request.
         return {"traces": jax.lax.optimization_barrier(traces), "fresh": fresh}
 
     def residual_gradients(self, residuals: dict, dl_dh: dict, weights: dict, count: Any) -> dict:
