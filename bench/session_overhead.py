@@ -215,7 +215,7 @@ def main() -> None:
     def run_frame_only():  # on its own ring and optimizer state (the session's stay put)
         ring, opt = session.ring, session.opt_state
         for _ in range(frames):
-            ring, opt, packed = session_frame(ring, opt, frame_x, frame_y)
+            ring, opt, packed = session_frame(ring, opt, frame_x, frame_y, spf)
         jax.block_until_ready(packed)
 
     def run_bare_frame_only():

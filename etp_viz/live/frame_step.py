@@ -1,14 +1,16 @@
-"""The jitted frame of a live session: ``scan`` of (online step, optax update, recorder row).
+"""The jitted frame of a live session: a loop of (online step, optax update, recorder row).
 
 Two compiled forms of the same frame, chosen by the session:
 
-- **fast** (every frame): a scan over blocks of ``record_every`` steps, each block a scan of
+- **fast** (every frame): a loop over blocks of ``record_every`` steps, each block
   ``record_every - 1`` plain training steps (their rows hold only the loss; the learn hook's
   df / dh-dh record is put back, so XLA drops that summary from them) and one measured step
-  (every metric). Nothing is checked per step; once, after the scan, every recorded value that
-  was measured, every parameter and every hidden state is tested for NaN/inf, and the frame
-  reports ``suspect`` when one is not finite. A plain step costs what the bare algorithm step
-  costs.
+  (every metric). The number of steps is traced: one program, compiled for a power of two,
+  runs every chunk from half of it up, on data padded with zeros it never reads
+  (:func:`pad_steps`, :func:`trim_pack`). Nothing is checked per step; once, after the loop,
+  every recorded value that was measured, every parameter and every hidden state is tested
+  for NaN/inf, and the frame reports ``suspect`` when one is not finite. A plain step costs
+  what the bare algorithm step costs.
 - **careful** (only to replay a suspect frame): every step checks its loss, the parameters
   after the update and the hidden states, and a failing step halts the ring, keeps the last
   finite weights and is measured in full. The session replays a suspect frame this way from
@@ -41,7 +43,7 @@ import optax
 from etp_viz.learn.registry import OnlineLearner, StepRecorder
 
 from .probe import Probe
-from .recorder import Recorder
+from .recorder import PaddedPack, Recorder
 from .sources import UserCodeError
 
 __all__ = [
@@ -50,9 +52,12 @@ __all__ = [
     "FrameSteps",
     "build_frame",
     "frame_schedule",
+    "pad_steps",
     "replay_pieces",
     "restore_states",
     "snapshot_states",
+    "steps_of",
+    "trim_pack",
 ]
 
 
@@ -71,7 +76,8 @@ def frame_schedule(length: int, every: int) -> np.ndarray:
     return ((position + 1) % max(int(every), 1) == 0) | (position == length - 1)
 
 
-def _part(tree: Any, start: int, stop: int) -> Any:
+def steps_of(tree: Any, start: int, stop: int) -> Any:
+    """Steps ``start..stop-1`` of every stacked array of ``tree``."""
     return jax.tree.map(lambda a: a[start:stop], tree)
 
 
@@ -132,9 +138,9 @@ class FrameSteps:
     """The pieces of a session's compiled frame, each a named step of one training loop.
 
     ``train_step`` is one online step and optimizer update; ``plain_step`` keeps only the
-    every-step columns; ``block`` runs ``every - 1`` plain steps and one measured one;
-    ``fast_frame`` scans blocks; ``careful_step`` / ``careful_frame`` check every step and
-    stop at the first failing one.
+    every-step columns; ``measured_step`` measures every metric; ``fast_frame`` loops over
+    blocks of ``every - 1`` plain steps and one measured one; ``careful_step`` /
+    ``careful_frame`` check every step and stop at the first failing one.
     """
 
     def __init__(self, context: FrameContext, every: int | None = None) -> None:
@@ -190,64 +196,65 @@ class FrameSteps:
             record.value = kept
         return opt_state, dense
 
-    def block(self, opt_state: Any, xs: Any, ys: Any) -> tuple:
-        """``length - 1`` plain steps (the dense columns only: loss, accuracy, activity), then
-        one measured step (every metric): the ``(length, dense_width)`` dense rows and the
-        measured step's ``(width,)`` row."""
-        length = jax.tree.leaves(xs)[0].shape[0]
-        losses = []
-        if length > 1:
-            head = [jax.tree.map(lambda a: a[:-1], t) for t in (xs, ys)]
-            opt_state, plain = brainstate.transform.scan(self.plain_step, opt_state, tuple(head))
-            losses.append(plain.astype(self.recorder.dtype))
-        x_t, y_t = (jax.tree.map(lambda a: a[-1], t) for t in (xs, ys))
+    def measured_step(self, opt_state: Any, x_t: Any, y_t: Any) -> tuple:
+        """One step measured in full: ``(opt_state, its dense columns, its (width,) row)``."""
         (loss, dense), grads, updates, _, new, opt_state = self.train_step(opt_state, x_t, y_t)
         for name, state in self.params.items():
             state.value = new[name]
         row = self.probe.row(loss, grads, updates, True, dense).astype(self.recorder.dtype)
-        losses.append(row[: self.dense_width][None])
-        return opt_state, (jnp.concatenate(losses) if len(losses) > 1 else losses[0], row)
+        return opt_state, row[: self.dense_width], row
 
-    def fast_frame(self, ring: dict, opt_state: Any, xs: Any, ys: Any) -> tuple:
-        """Blocks of ``every`` steps (a scan), the rest as one block; checks only the losses,
-        the measured rows and the final weights (a suspect frame is replayed carefully)."""
+    def fast_frame(self, ring: dict, opt_state: Any, xs: Any, ys: Any, n: Any) -> tuple:
+        """The first ``n`` steps of ``xs, ys`` (a traced count: the arrays may be longer, see
+        :func:`pad_steps`) in blocks of ``every``: each block's steps but its last plain, its
+        last measured (:func:`frame_schedule`). One compiled program runs any ``n`` up to the
+        arrays' length, with one plain and one measured step in it. Checks only the losses,
+        the measured rows and the final weights (a suspect frame is replayed carefully).
+
+        Returns ``(ring, opt_state, packed)``, ``packed`` as :meth:`Recorder.pack_sparse`
+        with every array at the padded length; :func:`trim_pack` cuts it to ``n`` steps."""
         every, recorder, width = self.every, self.recorder, self.dense_width
         status = recorder.status_of(ring)
         length = jax.tree.leaves(xs)[0].shape[0]
-        full, rest = divmod(length, every)
-        loss_parts: list[jax.Array] = []
-        measured_parts: list[jax.Array] = []
-        if full > 1:  # a scan over blocks of `record_every` steps
-            blocks = [
-                jax.tree.map(lambda a: a[: full * every].reshape(full, every, *a.shape[1:]), t)
-                for t in (xs, ys)
-            ]
-            opt_state, (block_losses, rows) = brainstate.transform.scan(
-                lambda o, xy: self.block(o, *xy), opt_state, tuple(blocks)
+        n = jnp.asarray(n, jnp.int32)
+        blocks = -(-length // every)
+        num_blocks = (n + every - 1) // every
+        losses = jnp.zeros((length, width), recorder.dtype)
+        measured = jnp.zeros((blocks, recorder.width), recorder.dtype)
+        positions = jnp.zeros((blocks,), jnp.int32)
+
+        def at(tree: Any, index: Any) -> Any:
+            return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, index, 0, False), tree)
+
+        def plain(carry: tuple) -> tuple:
+            index, stop, opt_state, losses = carry
+            opt_state, dense = self.plain_step(opt_state, (at(xs, index), at(ys, index)))
+            losses = jax.lax.dynamic_update_index_in_dim(losses, dense, index, 0)
+            return index + 1, stop, opt_state, losses
+
+        def block(carry: tuple) -> tuple:
+            b, opt_state, losses, measured, positions = carry
+            last = jnp.minimum((b + 1) * every, n) - 1
+            _, _, opt_state, losses = brainstate.transform.while_loop(
+                lambda c: c[0] < c[1], plain, (b * every, last, opt_state, losses)
             )
-            loss_parts.append(block_losses.reshape(full * every, width))
-            measured_parts.append(rows)
-        elif full == 1:
-            opt_state, (block_losses, row) = self.block(
-                opt_state, *(_part(t, 0, every) for t in (xs, ys))
-            )
-            loss_parts.append(block_losses)
-            measured_parts.append(row[None])
-        if rest:
-            start = full * every
-            opt_state, (block_losses, row) = self.block(
-                opt_state, *(_part(t, start, length) for t in (xs, ys))
-            )
-            loss_parts.append(block_losses)
-            measured_parts.append(row[None])
-        losses = jnp.concatenate(loss_parts) if len(loss_parts) > 1 else loss_parts[0]
-        measured = jnp.concatenate(measured_parts) if len(measured_parts) > 1 else measured_parts[0]
+            opt_state, dense, row = self.measured_step(opt_state, at(xs, last), at(ys, last))
+            losses = jax.lax.dynamic_update_index_in_dim(losses, dense, last, 0)
+            measured = jax.lax.dynamic_update_index_in_dim(measured, row, b, 0)
+            positions = jax.lax.dynamic_update_index_in_dim(positions, last, b, 0)
+            return b + 1, opt_state, losses, measured, positions
+
+        _, opt_state, losses, measured, positions = brainstate.transform.while_loop(
+            lambda c: c[0] < num_blocks, block,
+            (jnp.zeros((), jnp.int32), opt_state, losses, measured, positions),
+        )  # fmt: skip
         # the only checks of the fast frame: every loss, every measured row, the final state
-        rows_ok = jnp.all(jnp.isfinite(losses)) & jnp.all(jnp.isfinite(measured))
-        weights = {n: s.value for n, s in self.params.items()}
+        ran = (jnp.arange(length) < n)[:, None]
+        kept = (jnp.arange(blocks) < num_blocks)[:, None]
+        rows_ok = jnp.all(jnp.isfinite(losses) | ~ran) & jnp.all(jnp.isfinite(measured) | ~kept)
+        weights = {name: state.value for name, state in self.params.items()}
         suspect = ~(rows_ok & jnp.all(self.probe.check_state(weights)))
-        status = {**status, "count": status["count"] + length}
-        positions = np.flatnonzero(frame_schedule(length, every))
+        status = {**status, "count": status["count"] + n}
         packed = recorder.pack_sparse(status, losses, measured, positions, suspect)
         return {**ring, **status}, opt_state, packed
 
@@ -282,6 +289,30 @@ class FrameSteps:
         return {**ring, **status}, opt_state, self.recorder.pack(status, rows, written)
 
 
+def pad_steps(tree: Any, length: int) -> Any:
+    """The stacked steps of ``tree`` followed by zeros up to ``length`` steps (what the fast
+    frame never reads: it runs its first ``n`` steps). NumPy arrays are padded on the host."""
+
+    def pad(a: Any) -> Any:
+        extra = length - a.shape[0]
+        if extra <= 0:
+            return a
+        xp = np if isinstance(a, np.ndarray) else jnp
+        return xp.concatenate([a, xp.zeros((extra, *a.shape[1:]), a.dtype)])
+
+    return jax.tree.map(pad, tree)
+
+
+def trim_pack(packed: tuple, n: int, every: int) -> Any:
+    """A fast frame's :meth:`Recorder.pack_sparse` output noted with its first ``n`` steps and
+    their measured rows (the frame ran on arrays padded past ``n``): a
+    :class:`~etp_viz.live.recorder.PaddedPack` the recorder cuts after the transfer. A
+    step-checked frame's :meth:`Recorder.pack` output is returned as it is."""
+    if len(packed) != 4:
+        return packed
+    return PaddedPack(packed, int(n), -(-int(n) // max(int(every), 1)))
+
+
 #: Most steps one careful (replay) call runs: its record is dense (a row per step).
 REPLAY_STEPS = 1024
 
@@ -304,7 +335,7 @@ def replay_pieces(chunks: list[tuple[Any, Any, int]], limit: int | None = None) 
             if start == 0 and stop == length:
                 pieces.append((xs, ys, first))
             else:
-                pieces.append((_part(xs, start, stop), _part(ys, start, stop), first + start))
+                pieces.append((steps_of(xs, start, stop), steps_of(ys, start, stop), first + start))
     return pieces
 
 

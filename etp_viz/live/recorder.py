@@ -36,7 +36,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -242,16 +242,16 @@ class Recorder:
         status: dict[str, Any],
         losses: jax.Array,
         measured: jax.Array,
-        positions: np.ndarray,
+        positions: Any,
         suspect: Any = False,
     ) -> tuple:
         """A frame whose heavy metrics were measured on some steps only, for the host: the
         dense columns of every step (``(n, dense_width)``, or the ``(n,)`` losses when the
         loss is the only dense metric), the ``(m, width)`` rows of the measured steps and
-        their positions in the frame (``(m,)``, static), plus :meth:`pack`'s status vector.
+        their positions in the frame (``(m,)``), plus :meth:`pack`'s status vector.
         Nothing of size ``n x width`` is built on the device; :meth:`drain` expands it (NaN:
         "not measured"). Every row is written (a fast frame does not halt part-way)."""
-        where = jnp.asarray(np.asarray(positions, np.int32))
+        where = jnp.asarray(positions, jnp.int32)
         status_vec = _status_vector(status, suspect)
         return losses.astype(self.dtype), measured.astype(self.dtype), where, status_vec
 
@@ -310,7 +310,7 @@ class Recorder:
         ring-local row indices, so ``DrainedRows.steps`` are global step numbers.
         """
         if self.pending:
-            packs = jax.device_get(self.pending)
+            packs = [_trimmed(pack) for pack in jax.device_get(self.pending)]
             if any(int(pack[-1][3]) for pack in packs):
                 # a fast frame saw a non-finite value: nothing is kept, the caller replays
                 self.pending = []
@@ -344,3 +344,23 @@ class Recorder:
         if bool(halted):
             failure = {"step": int(bad_step) + step_offset, "quantities": self.bad_names(bad_cols)}
         return DrainedRows(rows + step_offset, values, failure, lost, False, measured)
+
+
+class PaddedPack(NamedTuple):
+    """A fast frame's :meth:`Recorder.pack_sparse` output at the length its arrays were padded
+    to, with how many ``steps`` ran and how many rows were ``measured``: :meth:`Recorder.drain`
+    cuts it on the host, after the transfer (a cut on the device would be one more small
+    program per new length)."""
+
+    packed: tuple
+    steps: int
+    measured: int
+
+
+def _trimmed(pack: Any) -> tuple:
+    """A transferred pack, a :class:`PaddedPack` cut to its steps and measured rows."""
+    if not isinstance(pack, PaddedPack):
+        return pack
+    losses, measured, positions, status = pack.packed
+    m = pack.measured
+    return losses[: pack.steps], measured[:m], positions[:m], status

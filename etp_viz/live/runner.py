@@ -283,65 +283,62 @@ def _power_of_two_below(value: float) -> int:
     return 1 << max(int(value).bit_length() - 1, 0)
 
 
-#: Distinct chunk lengths (below a whole frame) a session compiles its frame for as they come,
-#: per measuring interval; a chunk of another length after them is cut into power-of-two scans.
-EXACT_CHUNKS = 4
-#: Chunks shorter than this are always cut into power-of-two scans: their lengths are few
-#: (1, 2, 4, 8, 16) and shared by every short chunk.
-EXACT_MIN = 32
+#: The longest piece one fast-frame call runs; a longer chunk is cut into pieces of it.
+MAX_PIECE = 8192
 
 
-class ChunkLengths:
-    """How a session cuts a chunk of ``n`` steps into scans of compiled lengths.
+def padded_length(n: int) -> int:
+    """The length a fast frame of ``n`` steps is compiled for: the next power of two (one
+    program serves every chunk from half of it up).
 
-    Every scan length is a program XLA compiles (the frame's body, a second or more on CPU),
-    so the lengths are few. A whole frame is one scan; so is a chunk whose length was compiled
-    before. A chunk of at least :data:`EXACT_MIN` steps is one scan of its own length while
-    fewer than ``budget`` such lengths were compiled (the long chunks that recur: a frame cut
-    at the fidelity meter's window, a notebook's ``step(n)``). Anything else is cut into
-    power-of-two scans (at most ``log2(n) + 1`` lengths, shared by every chunk). Before, every
-    chunk shorter than a frame was cut into powers of two: a 500-step frame cut at a 10-step
-    fidelity window compiled six programs (256, 128, 64, 32, 8, 2), now three (490, 8, 2).
+    >>> [padded_length(n) for n in (1, 5, 16, 17, 33)]
+    [1, 8, 16, 32, 64]
+    """
+    return 1 << max(int(n) - 1, 0).bit_length()
 
-    >>> lengths = ChunkLengths(budget=1)
-    >>> lengths.cut((False, 32), 100, full=512), lengths.cut((False, 32), 100, full=512)
-    ([100], [100])
-    >>> lengths.cut((False, 32), 97, full=512), lengths.cut((False, 32), 5, full=512)
-    ([64, 32, 1], [4, 1])
-    >>> lengths.programs
-    5
+
+class FramePieces:
+    """How a session cuts a chunk of ``n`` steps into fast-frame calls, and which padded
+    lengths those calls compile.
+
+    Every padded length is a program XLA compiles (a second or more on CPU). The fast frame
+    runs a traced number of steps (:meth:`~etp_viz.live.frame_step.FrameSteps.fast_frame`), so
+    one program, compiled for a power of two, runs every chunk from half of it up to it: a
+    chunk is one call, padded to :func:`padded_length` of its steps
+    (pieces of :data:`MAX_PIECE` when longer). A run whose frames the fidelity meter cuts at
+    17, 22 and 33 steps beside 16-step frames compiles 16, 32 and 64 (it compiled 16, 33, 4, 2
+    and 1 when each length was a scan of its own, every program holding up to two copies of
+    the training step where it now holds one).
+
+    >>> pieces = FramePieces()
+    >>> pieces.cut((False, 32), 100), pieces.cut((False, 32), 97), pieces.cut((False, 32), 5)
+    ([(100, 128)], [(97, 128)], [(5, 8)])
+    >>> pieces.programs
+    2
     """
 
-    def __init__(self, budget: int | None = None) -> None:
-        self.budget = EXACT_CHUNKS if budget is None else int(budget)
-        self._exact: dict[Any, set[int]] = {}
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_PIECE if limit is None else max(1, int(limit))
         self._compiled: set[tuple[Any, int]] = set()
 
-    def cut(self, key: Any, n: int, full: int) -> list[int]:
-        """The scan lengths, in order, that run ``n`` steps of the frame ``key`` (whose whole
-        frame is ``full`` steps); each is counted in :attr:`programs`."""
-        exact = self._exact.setdefault(key, set())
-        if n == full or (key, n) in self._compiled:
-            sizes = [n]
-        elif n >= EXACT_MIN and len(exact) < self.budget:
-            exact.add(n)
-            sizes = [n]
-        else:
-            sizes, done = [], 0
-            while done < n:
-                sizes.append(_power_of_two_below(n - done))
-                done += sizes[-1]
-        self._compiled.update((key, size) for size in sizes)
-        return sizes
+    def cut(self, key: Any, n: int) -> list[tuple[int, int]]:
+        """``[(steps, padded length)]``, in order, of the calls that run ``n`` steps of the
+        frame ``key``; each padded length is counted in :attr:`programs`."""
+        pieces = []
+        while n > 0:
+            size = min(n, self.limit)
+            pieces.append((size, min(padded_length(size), self.limit)))
+            n -= size
+        self._compiled.update((key, padded) for _, padded in pieces)
+        return pieces
 
     @property
     def programs(self) -> int:
-        """How many (frame, scan length) programs the cuts so far have asked for."""
+        """How many (frame, padded length) programs the cuts so far have asked for."""
         return len(self._compiled)
 
     def clear(self) -> None:
         """Forget every length (the frames are rebuilt)."""
-        self._exact.clear()
         self._compiled.clear()
 
 

@@ -65,13 +65,16 @@ from .frame_step import (
     Flight,
     FrameContext,
     build_frame,
+    pad_steps,
     replay_pieces,
     restore_states,
     snapshot_states,
+    steps_of,
+    trim_pack,
 )
 from .history import History, load_history, summary_text, task_levels
 from .lesson import lesson_budget
-from .runner import FRAME_SECONDS, ChunkLengths, Pacer, Runner
+from .runner import FRAME_SECONDS, FramePieces, Pacer, Runner
 from .sources import (
     DataSource,
     SessionParts,
@@ -197,7 +200,7 @@ class Session(Runner[History]):
             check_reference_episodes(self.algorithm.episode, self.episodes)
         #: compiled frames by (careful, record_every)
         self._frames: dict[tuple[bool, int], Callable[..., Any]] = {}
-        self._lengths = ChunkLengths()  # the scan lengths each fast frame is compiled for
+        self._lengths = FramePieces()  # the padded lengths each fast frame is compiled for
         #: frames dispatched and not landed yet, oldest first
         self._flights: deque[Flight] = deque()
         #: ``(first step, FrameData)`` gathered ahead while the device ran the previous frame
@@ -287,20 +290,17 @@ class Session(Runner[History]):
 
     @property
     def history(self) -> History:
-        """Everything recorded so far (each landed frame is appended: amortised O(steps), only
-        measured rows kept, see :class:`History`)."""
+        """Everything recorded so far (landed frames appended, measured rows kept: History)."""
         return self._history
 
     @property
     def compiled_frames(self) -> int:
-        """Grows whenever a frame program is compiled (a new measuring interval, fast or
-        step-checked, or a new scan length): compare mode does not time a step that did."""
+        """Frame programs compiled so far (compare mode does not time a step that compiled)."""
         return len(self._frames) + self._lengths.programs
 
     @property
     def fidelity_window(self) -> int | None:
-        """Steps of the fidelity meter's window (whole episodes on an episodic task), or None
-        when the meter is off."""
+        """Steps of the fidelity meter's window (whole episodes on an episodic task) or None."""
         return self._fidelity.window if self._fidelity is not None else None
 
     @property
@@ -396,25 +396,25 @@ class Session(Runner[History]):
         return self._frames[key]
 
     def _run_chunk(self, flight: Flight, xs: Any, ys: Any, n: int, first_step: int) -> None:
-        """Dispatch ``n`` stacked steps with the fast frame (:func:`build_frame`) as scans of
-        the few lengths :class:`~etp_viz.live.runner.ChunkLengths` allows. Nothing waits for
-        the device here."""
+        """Dispatch ``n`` stacked steps: a fast-frame call per :class:`FramePieces` piece."""
         frame = self.compiled_frame(False, flight.every)
         done = 0
-        for size in self._lengths.cut((False, flight.every), n, self.steps_per_frame):
-            part_x, part_y = xs, ys
-            if size < n:
-                part = slice(done, done + size)
-                part_x, part_y = (jax.tree.map(lambda a, p=part: a[p], t) for t in (xs, ys))
-            flight.packs.append(self._dispatch(frame, part_x, part_y, first_step + done))
+        for size, padded in self._lengths.cut((False, flight.every), n):
+            part = (steps_of(t, done, done + size) for t in (xs, ys))  # past 8192 steps
+            part_x, part_y = (xs, ys) if size == n else part
+            packed = self._dispatch(frame, part_x, part_y, first_step + done, padded)
+            flight.packs.append(trim_pack(packed, size, flight.every))
             flight.chunks.append((part_x, part_y, first_step + done))
             done += size
 
-    def _dispatch(self, frame: Callable, xs: Any, ys: Any, first_step: int) -> Any:
-        self._chunk_start = first_step
+    def _dispatch(self, frame: Callable, xs: Any, ys: Any, first: int, padded: int = 0) -> Any:
+        """``frame`` on the steps from ``first``: padded, with their count (fast) or not."""
+        self._chunk_start = first
+        n = jax.tree.leaves(xs)[0].shape[0]
         if self.episodes is not None:  # each step's target travels with its episode flag
-            ys = (ys, self.episodes.starts(first_step, jax.tree.leaves(xs)[0].shape[0]))
-        self.ring, self.opt_state, packed = frame(self.ring, self.opt_state, xs, ys)
+            ys = (ys, self.episodes.starts(first, n))
+        args = (pad_steps(xs, padded), pad_steps(ys, padded), n) if padded else (xs, ys)
+        self.ring, self.opt_state, packed = frame(self.ring, self.opt_state, *args)
         return packed
 
     def _frame_data(self, start: int, n_steps: int) -> FrameData:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import brainstate
+import jax
 import numpy as np
 import pytest
 
@@ -190,8 +191,11 @@ def test_fast_frames_record_what_step_checked_frames_record(steps_per_frame):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             session = Session(model, x0, data=data, steps_per_frame=steps_per_frame, record_every=4)
-        if careful:  # every frame step-checked
-            session._frames[(False, 4)] = build_frame(session.frame_context(), careful=True)
+        if careful:  # every frame step-checked (on the steps the fast frame would run)
+            checked = build_frame(session.frame_context(), careful=True)
+            session._frames[(False, 4)] = lambda ring, opt, xs, ys, n, f=checked: f(
+                ring, opt, *(jax.tree.map(lambda a: a[:n], t) for t in (xs, ys))
+            )
         session.run(3 * steps_per_frame + 5, background=False)
         histories.append(session.history)
         weights.append({k: np.asarray(s.value["weight"]) for k, s in session.params.items()})
@@ -359,19 +363,17 @@ def test_a_replay_that_finds_nothing_keeps_every_later_step_of_an_iterable():
     np.testing.assert_allclose(session.history.loss, clean.history.loss, rtol=OTHER_PROGRAM_RTOL)
 
 
-def _dispatched_lengths(session, monkeypatch) -> list[int]:
-    """The scan length of every fast frame the session dispatches from now on."""
-    import jax
-
-    lengths: list[int] = []
+def _dispatched_lengths(session, monkeypatch) -> list[tuple[int, int]]:
+    """``(steps, padded length)`` of every fast frame call the session makes from now on."""
+    lengths: list[tuple[int, int]] = []
     compiled = session.compiled_frame
 
     def recording(careful, every):
         frame = compiled(careful, every)
 
-        def run(ring, opt_state, xs, ys):
-            lengths.append(jax.tree.leaves(xs)[0].shape[0])
-            return frame(ring, opt_state, xs, ys)
+        def run(ring, opt_state, xs, ys, n):
+            lengths.append((n, jax.tree.leaves(xs)[0].shape[0]))
+            return frame(ring, opt_state, xs, ys, n)
 
         return run
 
@@ -379,10 +381,10 @@ def _dispatched_lengths(session, monkeypatch) -> list[int]:
     return lengths
 
 
-def test_a_frame_cut_at_the_fidelity_window_runs_two_scan_lengths(monkeypatch):
-    """The fidelity meter cuts each 64-step frame at its 5-step window: the long piece runs as
-    one scan (59 steps), the short one as power-of-two scans (4, 1): three compiled programs
-    for the whole run, not six (32, 16, 8, 2, 1 and 4)."""
+def test_a_frame_cut_at_the_fidelity_window_runs_on_one_program(monkeypatch):
+    """The fidelity meter cuts each 64-step frame at its 5-step window: the long piece runs on
+    the 64-step program, the short one padded to 8: three compiled programs for the whole run
+    (the frame and two padded lengths), as separate scans of 59, 4 and 1 steps compiled four."""
     brainstate.random.seed(0)
     model, x0, data = etp_sine(num_hidden=4)
     with warnings.catch_warnings():
@@ -399,33 +401,60 @@ def test_a_frame_cut_at_the_fidelity_window_runs_two_scan_lengths(monkeypatch):
     lengths = _dispatched_lengths(session, monkeypatch)
     programs = session.compiled_frames
     session.run(64 * 3, background=False)
-    assert lengths == [59, 4, 1] * 3
-    assert session.compiled_frames - programs == 4  # the frame, its three scan lengths
+    assert lengths == [(59, 64), (5, 8)] * 3
+    assert session.compiled_frames - programs == 3  # the frame, its two padded lengths
     assert len(session.history.fidelity) == 3
 
 
 def test_losses_do_not_depend_on_how_the_steps_are_cut(monkeypatch):
-    """The same 192 steps as one call, as calls of new lengths while the budget of exact
-    lengths lasts, and past it (power-of-two scans): the same losses."""
-    import etp_viz.live.runner as runner
+    """The same 192 steps as one call and as calls of other lengths (each padded to a power
+    of two, one program per padded length): the same losses, measured on the same steps."""
 
-    monkeypatch.setattr(runner, "EXACT_CHUNKS", 2)
-
-    def losses(cuts: list[int]) -> tuple[np.ndarray, list[int]]:
+    def run(cuts: list[int]) -> tuple:
         brainstate.random.seed(0)
         model, x0, data = etp_sine(num_hidden=4)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             session = Session(model, x0, data=data, steps_per_frame=256, record_every=8)
         lengths = _dispatched_lengths(session, monkeypatch)
+        programs = session.compiled_frames
         for n in cuts:
             session.step(n)
-        return np.asarray(session.history.loss), lengths
+        measured = np.flatnonzero(np.isfinite(session.history["grad_norm/rnn.W.weight"]))
+        programs = session.compiled_frames - programs
+        return np.asarray(session.history.loss), lengths, measured, programs
 
-    whole, whole_lengths = losses([192])
-    cut, cut_lengths = losses([7, 100, 40, 32, 13])
-    assert whole_lengths == [192]
-    # 7 is short (power-of-two scans); 100 and 40 are compiled as they come, 32 is past the
-    # budget (one power-of-two scan), 13 short
-    assert cut_lengths == [4, 2, 1, 100, 40, 32, 8, 4, 1]
+    cuts = [7, 100, 40, 32, 13]
+    whole, whole_lengths, whole_measured, _ = run([192])
+    cut, cut_lengths, cut_measured, programs = run(cuts)
+    assert whole_lengths == [(192, 256)]
+    assert cut_lengths == [(7, 8), (100, 128), (40, 64), (32, 32), (13, 16)]
+    assert programs == 1 + 5  # the frame, its five padded lengths
     np.testing.assert_allclose(cut, whole, rtol=OTHER_PROGRAM_RTOL)
+    # every 8th step of each call and each call's last
+    starts = np.cumsum([0, *cuts[:-1]])
+    expected = sorted({int(s + p) for s, n in zip(starts, cuts)
+                       for p in [*range(7, n, 8), n - 1]})  # fmt: skip
+    assert cut_measured.tolist() == expected
+    assert whole_measured.tolist() == [*range(7, 192, 8)]
+
+
+def test_chunks_of_new_lengths_within_a_power_of_two_compile_nothing(caplog):
+    """17, 22, 30 and 25 steps all run on the 32-step program: after the first chunk, none
+    compiles (each length used to be a scan XLA compiled for itself)."""
+    import logging
+
+    brainstate.random.seed(0)
+    model, x0, data = etp_sine(num_hidden=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(model, x0, data=data, steps_per_frame=256, record_every=8)
+    session.step(17)
+    programs = session.compiled_frames
+    with jax.log_compiles(), caplog.at_level(logging.DEBUG):
+        caplog.clear()
+        for n in (22, 30, 25):
+            session.step(n)
+    compiles = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
+    assert compiles == [] and session.compiled_frames == programs
+    assert session.history.num_steps == 17 + 22 + 30 + 25
