@@ -212,7 +212,8 @@ class FrameSteps:
         the measured rows and the final weights (a suspect frame is replayed carefully).
 
         Returns ``(ring, opt_state, packed)``, ``packed`` as :meth:`Recorder.pack_sparse`
-        with every array at the padded length; :func:`trim_pack` cuts it to ``n`` steps."""
+        with every array at the padded length (:func:`trim_pack` notes ``n`` with it; the
+        recorder cuts it after the transfer)."""
         every, recorder, width = self.every, self.recorder, self.dense_width
         status = recorder.status_of(ring)
         length = jax.tree.leaves(xs)[0].shape[0]
